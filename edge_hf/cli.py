@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import logging
 import sys
+import typing
 from collections.abc import Sequence
+from pathlib import Path
 
 from edge_hf import __version__
 from edge_hf.errors import UserError
@@ -22,24 +27,169 @@ def _cmd_window(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_synth(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from edge_hf.synth import CLASSES, generate
+
+    classes = tuple(args.classes or CLASSES)
+    bad = sorted(set(classes) - set(CLASSES))
+    if bad:
+        raise UserError(f"--classes {bad}: unknown; choose from {', '.join(CLASSES)}")
+    if args.clips < 1 or args.fps <= 0:
+        raise UserError("--clips must be >= 1 and --fps > 0")
+    with tqdm(total=args.clips * len(classes), desc="synth", unit="clip") as bar:
+        manifest = generate(
+            Path(args.out),
+            args.clips,
+            args.fps,
+            seed=args.seed,
+            width=args.width,
+            height=args.height,
+            classes=classes,
+            progress=lambda done, total: bar.update(done - bar.n),
+        )
+    print(f"wrote {args.clips * len(classes)} clips and {manifest}")
+    return 0
+
+
+def _train_config(args: argparse.Namespace) -> typing.Any:
+    from edge_hf.train import TrainConfig
+
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
+    return TrainConfig(**values)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from edge_hf.train import train
+
+    result = train(_train_config(args))
+    r = result.best_report
+    print(
+        f"best epoch {result.best_epoch}: val accuracy {r['accuracy']:.3f}, "
+        f"fall F1 {r['fall_f1']:.3f} -> {result.best_checkpoint}"
+    )
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from edge_hf.evaluate import evaluate, report_text
+
+    report = evaluate(
+        Path(args.model),
+        Path(args.data),
+        shuffle_time=args.shuffle_time,
+        batch_size=args.batch_size,
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        confusion_png=Path(args.confusion_png) if args.confusion_png else None,
+    )
+    print(json.dumps(report) if args.json else report_text(report))
+    return 0
+
+
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    from edge_hf.evaluate import diagnose, diagnose_table
+
+    cfg = _train_config(args)
+    results = diagnose(cfg, Path(args.test_data), Path(cfg.out))
+    print(diagnose_table(results))
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from edge_hf.export import ExportError, export_onnx
+
+    try:
+        contract = export_onnx(Path(args.checkpoint), Path(args.out), atol=args.atol)
+    except ExportError as exc:
+        print(f"edge-hf export: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out}: {contract.backbone} T={contract.window} classes={contract.classes}")
+    return 0
+
+
+def _add_dataclass_args(p: argparse.ArgumentParser, cls: type, skip: set[str]) -> None:
+    """One --option per field of a config dataclass, typed from its default."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        default: typing.Any = f.default
+        if f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        hint = hints[f.name]
+        if hint is bool:
+            p.add_argument(flag, action="store_true", default=default)
+        elif typing.get_origin(hint) is list:
+            p.add_argument(flag, nargs="+", default=default, metavar="X")
+        elif default is dataclasses.MISSING:
+            p.add_argument(flag, required=True)
+        else:
+            kind = type(default) if default is not None else str
+            p.add_argument(flag, type=kind, default=default, help=f"(default: {default})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
+    from edge_hf.train import TrainConfig
+
     parser = argparse.ArgumentParser(
         prog="edge-hf", description="Real-time fall detection with hyperframes."
     )
     parser.add_argument("--version", action="version", version=f"edge-hf {__version__}")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("window", help="suggest the window length T for an action's duration")
     p.add_argument("--action-s", type=float, required=True, help="typical action duration (s)")
     p.add_argument("--interval-ms", type=float, default=100.0, help="sampling interval (ms)")
     p.set_defaults(func=_cmd_window)
+
+    p = sub.add_parser("synth", help="generate synthetic action videos and a manifest")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--clips", type=int, default=20, help="clips per class")
+    p.add_argument("--fps", type=float, default=30.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--width", type=int, default=320)
+    p.add_argument("--height", type=int, default=240)
+    p.add_argument("--classes", nargs="+", help="subset of the classes (default: all)")
+    p.set_defaults(func=_cmd_synth)
+
+    p = sub.add_parser("train", help="train a hyperframe classifier")
+    _add_dataclass_args(p, TrainConfig, skip=set())
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("eval", help="clip-level evaluation of a checkpoint or ONNX model")
+    p.add_argument("--model", required=True, help="best.pt from train, or an exported .onnx")
+    p.add_argument("--data", required=True, help="manifest CSV or data folder")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--shuffle-time", action="store_true", help="shuffle frame blocks (control)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--cache-dir")
+    p.add_argument("--confusion-png", help="also write the confusion matrix as a PNG")
+    p.set_defaults(func=_cmd_eval)
+
+    p = sub.add_parser("diagnose", help="hyperframe vs T=1 vs time-shuffled, same budget")
+    p.add_argument("--test-data", required=True, help="held-out clips (ideally another fps)")
+    _add_dataclass_args(p, TrainConfig, skip={"shuffle_time"})
+    p.set_defaults(func=_cmd_diagnose, shuffle_time=False)
+
+    p = sub.add_parser("export", help="export a checkpoint to ONNX with its metadata, verified")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--out", required=True, help="the .onnx file to write")
+    p.add_argument("--atol", type=float, default=1e-3, help="largest allowed logit difference")
+    p.set_defaults(func=_cmd_export)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `edge-hf` console script."""
     args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         return int(args.func(args))
     except UserError as exc:

@@ -1,0 +1,298 @@
+"""Clips from a manifest or a folder per class, and the hyperframe dataset that trains on them.
+
+Windows are chosen by time with `frame_indices` and built with `stack_frames`: the same code the
+daemon runs. Training draws a random centre inside each clip's labelled segment, shifts it by a
+random whole number of sampling steps, and applies one random crop/flip to all T frames.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from edge_hf.errors import UserError
+from edge_hf.hyperframe import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    frame_indices,
+    stack_frames,
+    time_shuffle,
+)
+from edge_hf.video import DecodedVideo, VideoError, decode_video
+
+log = logging.getLogger(__name__)
+
+VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v"}
+EVAL_FRACTIONS = (0.25, 0.5, 0.75)
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One video and what happens in it: its label over [start_s, end_s] (whole clip if None)."""
+
+    path: Path
+    label: str
+    fps: float | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+    subject: str | None = None
+
+
+def _float_or_none(row: dict[str, str], *keys: str) -> float | None:
+    for key in keys:
+        value = (row.get(key) or "").strip()
+        if value:
+            try:
+                return float(value)
+            except ValueError:
+                raise UserError(f"column {key!r} has {value!r}, which is not a number") from None
+    return None
+
+
+def read_manifest(manifest: Path) -> list[Clip]:
+    """Clips listed in a CSV with columns `path`, `label` and optionally `fps`, `subject`,
+    `start_s`/`end_s` or `fall_start_s`/`fall_end_s` (seconds)."""
+    with manifest.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = {"path", "label"} - set(reader.fieldnames or [])
+        if missing:
+            raise UserError(f"{manifest}: missing column(s) {', '.join(sorted(missing))}")
+        clips = []
+        for line, row in enumerate(reader, start=2):
+            try:
+                clips.append(
+                    Clip(
+                        path=manifest.parent / row["path"],
+                        label=row["label"].strip(),
+                        fps=_float_or_none(row, "fps"),
+                        start_s=_float_or_none(row, "start_s", "fall_start_s"),
+                        end_s=_float_or_none(row, "end_s", "fall_end_s"),
+                        subject=(row.get("subject") or "").strip() or None,
+                    )
+                )
+            except UserError as exc:
+                raise UserError(f"{manifest}:{line}: {exc}") from None
+    return clips
+
+
+def scan_folder(root: Path) -> list[Clip]:
+    """Clips from a folder per class: `root/<label>/*.mp4`."""
+    clips = [
+        Clip(path=p, label=p.parent.name)
+        for p in sorted(root.glob("*/*"))
+        if p.suffix.lower() in VIDEO_SUFFIXES
+    ]
+    return clips
+
+
+def load_clips(source: Path) -> list[Clip]:
+    """Clips from a manifest CSV, a folder holding `manifest.csv`, or a folder per class."""
+    if source.is_file():
+        clips = read_manifest(source)
+    elif (source / "manifest.csv").is_file():
+        clips = read_manifest(source / "manifest.csv")
+    elif source.is_dir():
+        clips = scan_folder(source)
+    else:
+        raise UserError(f"{source}: no such file or folder (give a manifest CSV or a data folder)")
+    if not clips:
+        raise UserError(f"{source}: no clips found (expected manifest.csv or <label>/*.mp4)")
+    return clips
+
+
+@dataclass(frozen=True)
+class LoadedClip:
+    """A clip with its decoded frames and the time segment its label covers."""
+
+    clip: Clip
+    video: DecodedVideo
+    fps: float
+    lo_s: float
+    hi_s: float
+
+    @property
+    def n_frames(self) -> int:
+        return int(self.video.frames.shape[0])
+
+
+def decode_clips(
+    clips: Sequence[Clip],
+    size: tuple[int, int],
+    cache_dir: Path | None = None,
+    max_bad_fraction: float = 0.2,
+    progress: bool = False,
+) -> list[LoadedClip]:
+    """Decode every clip once; skip unreadable ones with a warning, fail if too many are bad."""
+    loaded, bad = [], []
+    iterator: Sequence[Clip] = clips
+    if progress:
+        from tqdm import tqdm
+
+        iterator = tqdm(clips, desc="decoding", unit="clip", leave=False)
+    for clip in iterator:
+        try:
+            video = decode_video(clip.path, size, cache_dir)
+        except (VideoError, OSError) as exc:
+            log.warning("skipping %s: %s", clip.path, exc)
+            bad.append(clip.path)
+            continue
+        fps = clip.fps or video.fps
+        if not fps or not math.isfinite(fps) or fps <= 0:
+            log.warning("skipping %s: unknown frame rate (add an fps column)", clip.path)
+            bad.append(clip.path)
+            continue
+        duration = video.frames.shape[0] / fps
+        lo = clip.start_s if clip.start_s is not None else 0.0
+        hi = clip.end_s if clip.end_s is not None else duration
+        lo, hi = max(0.0, min(lo, duration)), max(0.0, min(hi, duration))
+        if hi < lo:
+            lo, hi = hi, lo
+        loaded.append(LoadedClip(clip, video, fps, lo, hi))
+    if len(bad) > max_bad_fraction * max(1, len(clips)):
+        raise UserError(
+            f"{len(bad)} of {len(clips)} videos could not be read (first: {bad[0]}); "
+            "check the paths and codecs"
+        )
+    if not loaded:
+        raise UserError("no readable video among the clips")
+    return loaded
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """How windows are cut: T frames every `interval_s`, `volumes` consecutive hyperframes."""
+
+    window: int
+    interval_s: float
+    size: tuple[int, int]
+    volumes: int = 1
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+
+    def volume_centres(self, centre_s: float) -> list[float]:
+        """Centres of the consecutive hyperframes of a hyper-volume, oldest first."""
+        span = self.window * self.interval_s
+        return [centre_s + (v - (self.volumes - 1) / 2) * span for v in range(self.volumes)]
+
+
+def _crop_box(
+    rng: random.Random, h: int, w: int, scale: tuple[float, float]
+) -> tuple[int, int, int, int]:
+    area = rng.uniform(*scale)
+    # Aspect jitter only as far as the crop still fits in the frame (none at area 1).
+    lo, hi = max(math.log(3 / 4), math.log(area)), min(math.log(4 / 3), -math.log(area))
+    aspect = math.exp(rng.uniform(lo, hi))
+    ch = min(h, max(8, round(h * math.sqrt(area / aspect))))
+    cw = min(w, max(8, round(w * math.sqrt(area * aspect))))
+    y, x = rng.randint(0, h - ch), rng.randint(0, w - cw)
+    return y, x, ch, cw
+
+
+class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
+    """(hyperframe, class index, clip index) samples from decoded clips.
+
+    train=True: `samples_per_clip` random centres per clip and epoch, ±`max_offset_steps`
+    temporal jitter, one random crop/flip for all frames. train=False: the centres at 1/4, 1/2
+    and 3/4 of each clip's segment, no augmentation (`EVAL_FRACTIONS`).
+    """
+
+    def __init__(
+        self,
+        clips: Sequence[LoadedClip],
+        classes: Sequence[str],
+        spec: WindowSpec,
+        train: bool,
+        samples_per_clip: int = 4,
+        max_offset_steps: int = 2,
+        crop_scale: tuple[float, float] = (0.7, 1.0),
+        hflip: bool = True,
+        shuffle_time: bool = False,
+        seed: int = 0,
+    ) -> None:
+        self.clips = list(clips)
+        self.classes = list(classes)
+        unknown = {c.clip.label for c in self.clips} - set(self.classes)
+        if unknown:
+            raise UserError(f"labels {sorted(unknown)} are not among the classes {self.classes}")
+        self.spec = spec
+        self.train = train
+        self.samples_per_clip = samples_per_clip
+        self.max_offset_steps = max_offset_steps
+        self.crop_scale = crop_scale
+        self.hflip = hflip
+        self.shuffle_time = shuffle_time
+        self.seed = seed
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        per_clip = self.samples_per_clip if self.train else len(EVAL_FRACTIONS)
+        return len(self.clips) * per_clip
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the random draws of each epoch differ yet stay reproducible."""
+        self.epoch = epoch
+
+    def label_of(self, clip_index: int) -> int:
+        return self.classes.index(self.clips[clip_index].clip.label)
+
+    def window_frames(self, clip_index: int, centre_s: float) -> list[np.ndarray]:
+        """The frames of the (hyper-volume of) window(s) centred at `centre_s`, oldest first."""
+        lc, spec = self.clips[clip_index], self.spec
+        frames: list[np.ndarray] = []
+        for c in spec.volume_centres(centre_s):
+            idx = frame_indices(lc.n_frames, lc.fps, c, spec.window, spec.interval_s)
+            frames.extend(lc.video.frames[i] for i in idx)
+        return frames
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int, int]:
+        if self.train:
+            clip_index = index % len(self.clips)
+            rng = random.Random(hash((self.seed, self.epoch, index)))
+        else:
+            clip_index, k = divmod(index, len(EVAL_FRACTIONS))
+            rng = random.Random(hash((self.seed, index)))
+        lc = self.clips[clip_index]
+        if self.train:
+            centre = rng.uniform(lc.lo_s, lc.hi_s)
+            centre += (
+                rng.randint(-self.max_offset_steps, self.max_offset_steps) * self.spec.interval_s
+            )
+        else:
+            centre = lc.lo_s + EVAL_FRACTIONS[k] * (lc.hi_s - lc.lo_s)
+        frames = self.window_frames(clip_index, centre)
+        if self.train:
+            frames = self._augment(frames, rng)
+        x = self._stack(frames)
+        if self.shuffle_time:
+            g = torch.Generator().manual_seed(rng.getrandbits(62))
+            x = time_shuffle(x.unsqueeze(0), g)[0]
+        return x, self.label_of(clip_index), clip_index
+
+    def _stack(self, frames: list[np.ndarray]) -> torch.Tensor:
+        t = self.spec.window
+        blocks = [
+            stack_frames(frames[v * t : (v + 1) * t], self.spec.mean, self.spec.std)
+            for v in range(self.spec.volumes)
+        ]
+        return blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=0)
+
+    def _augment(self, frames: list[np.ndarray], rng: random.Random) -> list[np.ndarray]:
+        """One crop box and one flip decision for every frame of the sample."""
+        h, w = frames[0].shape[:2]
+        y, x, ch, cw = _crop_box(rng, h, w, self.crop_scale)
+        flip = self.hflip and rng.random() < 0.5
+        out = []
+        for f in frames:
+            g = cv2.resize(f[y : y + ch, x : x + cw], (w, h), interpolation=cv2.INTER_LINEAR)
+            out.append(np.ascontiguousarray(g[:, ::-1]) if flip else g)
+        return out

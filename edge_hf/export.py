@@ -1,0 +1,94 @@
+"""Export a checkpoint to ONNX that carries its own contract, verified against PyTorch."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from edge_hf.contract import INPUT_NAME, OUTPUT_NAME, ModelContract
+from edge_hf.train import TrainConfig, load_checkpoint
+
+log = logging.getLogger(__name__)
+
+OPSET = 17  # TensorRT 8.5+ (JetPack 5.1 and 6) parses it
+
+
+class ExportError(Exception):
+    """The exported model failed the ONNX checker or disagrees with PyTorch."""
+
+
+def contract_from_config(cfg: TrainConfig, classes: list[str]) -> ModelContract:
+    """The contract of a model trained with `cfg`."""
+    spec = cfg.spec()
+    return ModelContract(
+        window=cfg.window,
+        interval_ms=cfg.interval_ms,
+        input_size=spec.size,
+        mean=spec.mean,
+        std=spec.std,
+        classes=tuple(classes),
+        fall_class=cfg.fall_class,
+        backbone=cfg.backbone,
+        volumes=cfg.volumes,
+    )
+
+
+def export_onnx(
+    checkpoint: Path, out: Path, atol: float = 1e-3, sample: torch.Tensor | None = None
+) -> ModelContract:
+    """Write `out` from `checkpoint`, then run the ONNX checker and an ORT-vs-PyTorch parity check.
+
+    Raises ExportError when the checker fails or the largest logit difference exceeds `atol`.
+    """
+    import onnx
+
+    model, cfg, classes = load_checkpoint(checkpoint)
+    contract = contract_from_config(cfg, classes)
+    h, w = contract.input_size
+    channels = 3 * contract.window * contract.volumes
+    dummy = torch.randn(2, channels, h, w)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.onnx.export(
+        model,
+        (dummy,),
+        str(out),
+        input_names=[INPUT_NAME],
+        output_names=[OUTPUT_NAME],
+        dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
+        opset_version=OPSET,
+        dynamo=False,
+    )
+    proto = onnx.load(str(out))
+    del proto.metadata_props[:]
+    for key, value in contract.to_metadata().items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    proto.doc_string = f"edge_hf {cfg.backbone} T={cfg.window} classes={classes}"
+    onnx.save(proto, str(out))
+    try:
+        onnx.checker.check_model(str(out), full_check=True)
+    except onnx.checker.ValidationError as exc:
+        raise ExportError(f"{out}: ONNX checker failed: {exc}") from None
+    check_parity(model, out, sample if sample is not None else torch.randn(3, channels, h, w), atol)
+    return contract
+
+
+def check_parity(model: nn.Module, onnx_path: Path, x: torch.Tensor, atol: float) -> float:
+    """Largest |ORT - PyTorch| logit difference on `x`; ExportError when above `atol`."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    with torch.no_grad():
+        expected = model.eval()(x).numpy()
+    got = session.run([OUTPUT_NAME], {INPUT_NAME: x.numpy().astype(np.float32)})[0]
+    diff = float(np.abs(got - expected).max())
+    if got.shape != expected.shape or diff > atol:
+        raise ExportError(
+            f"{onnx_path}: ONNX Runtime and PyTorch disagree (max |diff| {diff:.2e} > {atol:g})"
+        )
+    log.info("parity: max |ORT - PyTorch| = %.2e on %d samples", diff, x.shape[0])
+    return diff

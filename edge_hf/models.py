@@ -1,0 +1,193 @@
+"""Torchvision backbones whose first conv is inflated to 3T channels, and the hyper-volume model."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from edge_hf.errors import UserError
+
+log = logging.getLogger(__name__)
+
+BACKBONES = (
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "mobilenet_v3_small",
+    "mobilenet_v3_large",
+    "efficientnet_b0",
+)
+
+
+def inflate_conv(conv: nn.Conv2d, window: int, noise_std: float = 0.0) -> nn.Conv2d:
+    """A copy of an RGB `conv` that takes 3T channels: kernel repeated T times, divided by T.
+
+    On a static clip (T identical frames) the inflated conv gives exactly the original output,
+    so pretrained features start where they were; `noise_std` (relative to the kernel's std)
+    breaks the symmetry between time steps if wanted.
+    """
+    if conv.in_channels != 3:
+        raise ValueError(f"expected an RGB conv with 3 input channels (got {conv.in_channels})")
+    new = nn.Conv2d(
+        3 * window,
+        conv.out_channels,
+        conv.kernel_size,  # type: ignore[arg-type]
+        stride=conv.stride,  # type: ignore[arg-type]
+        padding=conv.padding,  # type: ignore[arg-type]
+        dilation=conv.dilation,  # type: ignore[arg-type]
+        groups=conv.groups,
+        bias=conv.bias is not None,
+        padding_mode=conv.padding_mode,
+    )
+    with torch.no_grad():
+        weight = conv.weight.repeat(1, window, 1, 1) / window
+        if noise_std > 0:
+            weight += torch.randn_like(weight) * noise_std * conv.weight.std() / window
+        new.weight.copy_(weight)
+        if conv.bias is not None and new.bias is not None:
+            new.bias.copy_(conv.bias)
+    return new
+
+
+def _first_conv_path(name: str) -> tuple[str, ...]:
+    if name.startswith("resnet"):
+        return ("conv1",)
+    return ("features", "0", "0")  # mobilenet_v3_*, efficientnet_b0
+
+
+def _swap_module(
+    model: nn.Module, path: tuple[str, ...], make: Callable[[nn.Module], nn.Module]
+) -> None:
+    """Replace the submodule at `path` (e.g. ("features", "0", "0")) by make(old)."""
+    parent = model.get_submodule(".".join(path[:-1]))
+    setattr(parent, path[-1], make(parent.get_submodule(path[-1])))
+
+
+def _replace_head(model: nn.Module, name: str, num_classes: int) -> int:
+    """Give the backbone a new `num_classes` head; return the feature width before it."""
+    if name.startswith("resnet"):
+        fc = model.fc
+        assert isinstance(fc, nn.Linear)
+        model.fc = nn.Linear(fc.in_features, num_classes)
+        return fc.in_features
+    classifier = model.classifier
+    assert isinstance(classifier, nn.Sequential)
+    last = classifier[-1]
+    assert isinstance(last, nn.Linear)
+    classifier[-1] = nn.Linear(last.in_features, num_classes)
+    return last.in_features
+
+
+def _torchvision_builder(name: str) -> Callable[..., nn.Module]:
+    import torchvision.models as tvm
+
+    if name not in BACKBONES:
+        raise UserError(f"backbone {name!r} is not one of {', '.join(BACKBONES)}")
+    return getattr(tvm, name)
+
+
+def build_backbone(
+    name: str,
+    window: int,
+    num_classes: int,
+    pretrained: str | None = None,
+    weights_file: Path | None = None,
+    inflate_noise: float = 0.0,
+) -> nn.Module:
+    """A torchvision classifier for (N, 3T, H, W) input.
+
+    `pretrained="imagenet"` fetches torchvision's ImageNet weights (needs the network);
+    `weights_file` loads a local RGB state dict of the same architecture. Either way the weights
+    are loaded *before* conv1 is inflated, so the inflation starts from the pretrained kernel.
+    """
+    builder = _torchvision_builder(name)
+    if pretrained not in (None, "imagenet"):
+        raise UserError(f"--pretrained {pretrained!r}: only 'imagenet' is known")
+    if pretrained == "imagenet":
+        import torchvision.models as tvm
+
+        try:
+            model = builder(weights=tvm.get_model_weights(name).DEFAULT)
+        except Exception as exc:  # network errors come as URLError/OSError/RuntimeError
+            raise UserError(
+                f"cannot fetch ImageNet weights for {name} ({exc}); "
+                "without network, pass --weights FILE with a local state dict"
+            ) from None
+    else:
+        model = builder(weights=None)
+    if weights_file is not None:
+        try:
+            state = torch.load(weights_file, map_location="cpu", weights_only=True)
+            model.load_state_dict(state)
+        except (OSError, RuntimeError) as exc:
+            raise UserError(
+                f"--weights {weights_file}: cannot load it into {name} ({exc})"
+            ) from None
+
+    def inflate(conv: nn.Module) -> nn.Module:
+        if not isinstance(conv, nn.Conv2d):
+            raise TypeError(
+                f"{name}: expected a Conv2d as first layer, found {type(conv).__name__}"
+            )
+        return inflate_conv(conv, window, inflate_noise)
+
+    _swap_module(model, _first_conv_path(name), inflate)
+    _replace_head(model, name, num_classes)
+    return model
+
+
+def freeze_batchnorm(model: nn.Module) -> None:
+    """Keep BatchNorm running statistics fixed (eval mode) for small batches; call after train()."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            m.eval()
+
+
+class HyperVolume(nn.Module):
+    """V consecutive hyperframes through one shared backbone, fused by a 1-D conv over time.
+
+    Input (N, V*3T, H, W): the V hyperframes concatenated on channels, oldest first.
+    """
+
+    def __init__(self, backbone: nn.Module, name: str, volumes: int, num_classes: int) -> None:
+        super().__init__()
+        features = _replace_head(backbone, name, num_classes)
+        # Strip the classifier head: the backbone now outputs pooled features.
+        if name.startswith("resnet"):
+            backbone.fc = nn.Identity()
+        else:
+            classifier = backbone.classifier
+            assert isinstance(classifier, nn.Sequential)
+            classifier[-1] = nn.Identity()
+        self.backbone = backbone
+        self.volumes = volumes
+        self.fuse = nn.Conv1d(features, features, kernel_size=volumes)
+        self.head = nn.Linear(features, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n, c, h, w = x.shape
+        per = c // self.volumes
+        feats = self.backbone(x.reshape(n * self.volumes, per, h, w))  # shared weights
+        feats = feats.reshape(n, self.volumes, -1).transpose(1, 2)  # (N, F, V)
+        fused = torch.relu(self.fuse(feats)).squeeze(-1)
+        return self.head(fused)
+
+
+def build_model(
+    name: str,
+    window: int,
+    num_classes: int,
+    volumes: int = 1,
+    pretrained: str | None = None,
+    weights_file: Path | None = None,
+    inflate_noise: float = 0.0,
+) -> nn.Module:
+    """The classifier for (N, volumes*3T, H, W): a backbone, or a HyperVolume when volumes > 1."""
+    backbone = build_backbone(name, window, num_classes, pretrained, weights_file, inflate_noise)
+    if volumes <= 1:
+        return backbone
+    return HyperVolume(backbone, name, volumes, num_classes)

@@ -1,0 +1,353 @@
+"""Training: a resolved config, a plain loop, the best checkpoint by validation fall F1, and plots.
+
+Reads top to bottom: config -> clips and split -> datasets -> model -> epochs (train, validate,
+keep the best) -> metrics files and plots. The resolved config is saved inside every checkpoint,
+so `eval` and `export` rebuild exactly the model that was trained.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from edge_hf.data import Clip, HyperframeDataset, LoadedClip, WindowSpec, decode_clips, load_clips
+from edge_hf.errors import UserError
+from edge_hf.metrics import classification_report, predict_clips
+from edge_hf.models import build_model, freeze_batchnorm
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run; saved, resolved, in every checkpoint."""
+
+    data: str
+    out: str = "runs/exp"
+    val_data: str | None = None
+    val_fraction: float = 0.2
+    val_subjects: list[str] = field(default_factory=list)
+    classes: list[str] = field(default_factory=list)  # empty: sorted labels found in the data
+    fall_class: str = "fall"
+    backbone: str = "resnet18"
+    window: int = 3
+    interval_ms: float = 100.0
+    input_size: int = 112
+    volumes: int = 1
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    label_smoothing: float = 0.05
+    samples_per_clip: int = 4
+    max_offset_steps: int = 2
+    crop_scale_min: float = 0.7
+    seed: int = 0
+    pretrained: str | None = None
+    weights: str | None = None
+    inflate_noise: float = 0.0
+    freeze_bn: bool = False
+    shuffle_time: bool = False
+    workers: int = 0
+    cache_dir: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def validate(self) -> None:
+        """Refuse values that cannot train, naming the option."""
+        from edge_hf.models import BACKBONES
+
+        if self.window < 1 or self.window % 2 == 0:
+            raise UserError(f"--window {self.window}: T must be odd and >= 1")
+        if self.interval_ms <= 0:
+            raise UserError(f"--interval-ms {self.interval_ms}: must be > 0")
+        if self.input_size < 32:
+            raise UserError(f"--input-size {self.input_size}: must be >= 32")
+        if self.epochs < 1 or self.batch_size < 1 or self.samples_per_clip < 1:
+            raise UserError("--epochs, --batch-size and --samples-per-clip must be >= 1")
+        if self.volumes < 1:
+            raise UserError(f"--volumes {self.volumes}: must be >= 1")
+        if self.backbone not in BACKBONES:
+            raise UserError(f"--backbone {self.backbone!r}: choose from {', '.join(BACKBONES)}")
+        if not 0.0 < self.crop_scale_min <= 1.0:
+            raise UserError(f"--crop-scale-min {self.crop_scale_min}: must be in (0, 1]")
+
+    def spec(self) -> WindowSpec:
+        return WindowSpec(
+            self.window, self.interval_ms / 1000.0, (self.input_size, self.input_size), self.volumes
+        )
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def split_clips(clips: Sequence[Clip], cfg: TrainConfig) -> tuple[list[Clip], list[Clip]]:
+    """Validation clips: by subject when asked, else a stratified random fraction per label."""
+    if cfg.val_subjects:
+        val = [c for c in clips if c.subject in cfg.val_subjects]
+        train = [c for c in clips if c.subject not in cfg.val_subjects]
+        if not val or not train:
+            raise UserError(f"--val-subjects {cfg.val_subjects} leaves an empty train or val split")
+        return train, val
+    rng = random.Random(cfg.seed)
+    train, val = [], []
+    for label in sorted({c.label for c in clips}):
+        group = [c for c in clips if c.label == label]
+        rng.shuffle(group)
+        n_val = max(1, round(cfg.val_fraction * len(group))) if len(group) > 1 else 0
+        val += group[:n_val]
+        train += group[n_val:]
+    return train, val
+
+
+def resolve_classes(cfg: TrainConfig, clips: Sequence[Clip]) -> list[str]:
+    classes = cfg.classes or sorted({c.label for c in clips})
+    if cfg.fall_class not in classes:
+        raise UserError(f"fall class {cfg.fall_class!r} is not among the labels {classes}")
+    return classes
+
+
+def load_split(cfg: TrainConfig) -> tuple[list[LoadedClip], list[LoadedClip], list[str]]:
+    """Decode the training and validation clips (validation from --val-data or a split)."""
+    clips = load_clips(Path(cfg.data))
+    if cfg.val_data:
+        train_clips, val_clips = clips, load_clips(Path(cfg.val_data))
+    else:
+        train_clips, val_clips = split_clips(clips, cfg)
+    classes = resolve_classes(cfg, train_clips)
+    size = (cfg.input_size, cfg.input_size)
+    cache = Path(cfg.cache_dir) if cfg.cache_dir else None
+    return (
+        decode_clips(train_clips, size, cache, progress=True),
+        decode_clips(val_clips, size, cache, progress=True),
+        classes,
+    )
+
+
+def save_checkpoint(
+    path: Path, model: nn.Module, cfg: TrainConfig, classes: list[str], **extra: Any
+) -> None:
+    torch.save(
+        {"model": model.state_dict(), "config": asdict(cfg), "classes": classes, **extra}, path
+    )
+
+
+def load_checkpoint(path: Path) -> tuple[nn.Module, TrainConfig, list[str]]:
+    """The trained model (eval mode), its resolved config and its class names."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError) as exc:
+        raise UserError(f"{path}: cannot read this checkpoint ({exc})") from None
+    cfg = TrainConfig.from_dict(ckpt["config"])
+    classes = list(ckpt["classes"])
+    model = build_model(cfg.backbone, cfg.window, len(classes), cfg.volumes)
+    model.load_state_dict(ckpt["model"])
+    model.eval()
+    return model, cfg, classes
+
+
+def _run_epoch(
+    model: nn.Module,
+    loader: DataLoader[tuple[torch.Tensor, int, int]],
+    opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler,
+    loss_fn: nn.Module,
+    cfg: TrainConfig,
+    device: torch.device,
+    desc: str,
+) -> float:
+    from tqdm import tqdm
+
+    model.train()
+    if cfg.freeze_bn:
+        freeze_batchnorm(model)
+    total, n = 0.0, 0
+    bar = tqdm(loader, desc=desc, unit="batch", leave=False)
+    for x, y, _ in bar:
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        loss = loss_fn(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        total += loss.item() * len(y)
+        n += len(y)
+        bar.set_postfix(loss=f"{total / n:.3f}")
+    return total / max(1, n)
+
+
+@dataclass
+class TrainResult:
+    """Where the best checkpoint is and how it scored on the validation clips."""
+
+    best_checkpoint: Path
+    best_epoch: int
+    best_report: dict[str, Any]
+    history: list[dict[str, Any]]
+
+
+def train(cfg: TrainConfig) -> TrainResult:
+    """Train, validate each epoch, keep the best by validation fall F1 (then loss)."""
+    cfg.validate()
+    _seed_everything(cfg.seed)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    train_clips, val_clips, classes = load_split(cfg)
+    spec = cfg.spec()
+    common = {"classes": classes, "spec": spec, "shuffle_time": cfg.shuffle_time, "seed": cfg.seed}
+    train_ds = HyperframeDataset(
+        train_clips,
+        train=True,
+        samples_per_clip=cfg.samples_per_clip,
+        max_offset_steps=cfg.max_offset_steps,
+        crop_scale=(cfg.crop_scale_min, 1.0),
+        **common,  # type: ignore[arg-type]
+    )
+    val_ds = HyperframeDataset(val_clips, train=False, **common)  # type: ignore[arg-type]
+    loader = DataLoader(
+        train_ds,
+        batch_size=cfg.batch_size,
+        shuffle=True,
+        num_workers=cfg.workers,
+        drop_last=len(train_ds) > cfg.batch_size,
+        persistent_workers=cfg.workers > 0,
+        generator=torch.Generator().manual_seed(cfg.seed),
+    )
+    model = build_model(
+        cfg.backbone,
+        cfg.window,
+        len(classes),
+        cfg.volumes,
+        cfg.pretrained,
+        Path(cfg.weights) if cfg.weights else None,
+        cfg.inflate_noise,
+    ).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    steps = max(1, cfg.epochs * len(loader))
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=cfg.lr, total_steps=steps, pct_start=0.15
+    )
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
+    log.info(
+        "training %s T=%d on %d clips (%d windows/epoch), validating on %d clips, classes %s",
+        cfg.backbone,
+        cfg.window,
+        len(train_clips),
+        len(train_ds),
+        len(val_clips),
+        classes,
+    )
+    history: list[dict[str, Any]] = []
+    best: tuple[float, float] = (-1.0, math.inf)
+    best_epoch, best_report = 0, {}
+    for epoch in range(1, cfg.epochs + 1):
+        train_ds.set_epoch(epoch)
+        t0 = time.perf_counter()
+        train_loss = _run_epoch(
+            model, loader, opt, sched, loss_fn, cfg, device, f"epoch {epoch}/{cfg.epochs}"
+        )
+        pred = predict_clips(model, val_ds, cfg.batch_size, cfg.workers, device)
+        report = classification_report(pred.labels, pred.logits.argmax(1), classes, cfg.fall_class)
+        row = {
+            "epoch": epoch,
+            "train_loss": train_loss,
+            "val_loss": pred.loss,
+            "val_accuracy": report["accuracy"],
+            "val_fall_f1": report["fall_f1"],
+            "val_macro_f1": report["macro_f1"],
+            "seconds": time.perf_counter() - t0,
+        }
+        history.append(row)
+        log.info(
+            "epoch %d: train loss %.3f, val loss %.3f, acc %.3f, fall F1 %.3f (%.0f s)",
+            epoch,
+            train_loss,
+            pred.loss,
+            report["accuracy"],
+            report["fall_f1"],
+            row["seconds"],
+        )
+        save_checkpoint(out / "last.pt", model, cfg, classes, epoch=epoch, report=report)
+        if (report["fall_f1"], -pred.loss) > (best[0], -best[1]):
+            best, best_epoch, best_report = (report["fall_f1"], pred.loss), epoch, report
+            save_checkpoint(out / "best.pt", model, cfg, classes, epoch=epoch, report=report)
+        _write_history(out, history)
+    _write_plots(out, history, best_report)
+    return TrainResult(out / "best.pt", best_epoch, best_report, history)
+
+
+def _write_history(out: Path, history: list[dict[str, Any]]) -> None:
+    with (out / "metrics.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(history[0]))
+        writer.writeheader()
+        writer.writerows(history)
+    (out / "metrics.json").write_text(json.dumps(history, indent=1))
+
+
+def plot_confusion(path: Path, confusion: list[list[int]], classes: list[str], title: str) -> None:
+    """A labelled confusion-matrix PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cm = np.array(confusion)
+    fig, ax = plt.subplots(figsize=(1.2 + 0.8 * len(classes), 1 + 0.7 * len(classes)))
+    ax.imshow(cm, cmap="Blues")
+    ax.set_xticks(range(len(classes)), classes, rotation=45, ha="right")
+    ax.set_yticks(range(len(classes)), classes)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title(title)
+    for i in range(len(classes)):
+        for j in range(len(classes)):
+            colour = "white" if cm[i, j] > cm.max() / 2 else "black"
+            ax.text(j, i, str(cm[i, j]), ha="center", va="center", color=colour)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _write_plots(out: Path, history: list[dict[str, Any]], report: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epochs = [h["epoch"] for h in history]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.5))
+    a1.plot(epochs, [h["train_loss"] for h in history], label="train")
+    a1.plot(epochs, [h["val_loss"] for h in history], label="validation")
+    a1.set_xlabel("epoch")
+    a1.set_ylabel("loss")
+    a1.legend()
+    a2.plot(epochs, [h["val_fall_f1"] for h in history], label="fall F1")
+    a2.plot(epochs, [h["val_accuracy"] for h in history], label="accuracy")
+    a2.set_xlabel("epoch")
+    a2.set_ylim(0, 1.02)
+    a2.legend()
+    fig.tight_layout()
+    fig.savefig(out / "curves.png", dpi=100)
+    plt.close(fig)
+    if report:
+        plot_confusion(out / "confusion.png", report["confusion"], report["classes"], "validation")

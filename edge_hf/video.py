@@ -1,0 +1,108 @@
+"""Decoding videos into resized RGB frames, and the one resize rule shared with live capture."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+def to_model_rgb(frame_bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """A decoded BGR frame as uint8 RGB of the model's input `size` (H, W), whole frame, no crop.
+
+    Training, evaluation and the live daemon all go through this, so a model sees the same pixels
+    from a file as from a camera.
+    """
+    h, w = size
+    if frame_bgr.shape[:2] != (h, w):
+        frame_bgr = cv2.resize(frame_bgr, (w, h), interpolation=cv2.INTER_AREA)
+    return cv2.cvtColor(frame_bgr, cv2.COLOR_BGR2RGB)
+
+
+@dataclass(frozen=True)
+class DecodedVideo:
+    """All frames of a video at the model's input size, with the frame rate they play at."""
+
+    frames: np.ndarray  # (N, H, W, 3) uint8 RGB
+    fps: float
+
+
+class VideoError(Exception):
+    """A video that cannot be opened or has no decodable frame."""
+
+
+def _decode_opencv(path: Path, size: tuple[int, int]) -> DecodedVideo:
+    cap = cv2.VideoCapture(str(path))
+    try:
+        if not cap.isOpened():
+            raise VideoError(f"{path}: OpenCV cannot open it")
+        fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
+        frames = []
+        while True:
+            ok, frame = cap.read()
+            if not ok:
+                break
+            frames.append(to_model_rgb(frame, size))
+    finally:
+        cap.release()
+    if not frames:
+        raise VideoError(f"{path}: no frame could be decoded")
+    return DecodedVideo(np.stack(frames), fps)
+
+
+def _decode_decord(path: Path, size: tuple[int, int]) -> DecodedVideo:
+    import decord  # optional, faster seeking; only used when installed
+
+    try:
+        vr = decord.VideoReader(str(path), ctx=decord.cpu(0))
+        n = len(vr)
+        fps = float(vr.get_avg_fps())
+        rgb = vr.get_batch(list(range(n))).asnumpy()
+    except Exception as exc:  # decord raises its own DECORDError for broken files
+        raise VideoError(f"{path}: decord cannot decode it ({exc})") from exc
+    if n == 0:
+        raise VideoError(f"{path}: no frame could be decoded")
+    # Back to BGR so the resize rule is exactly the live one.
+    frames = [to_model_rgb(np.ascontiguousarray(f[..., ::-1]), size) for f in rgb]
+    return DecodedVideo(np.stack(frames), fps)
+
+
+def _have_decord() -> bool:
+    try:
+        import decord  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def decode_video(path: Path, size: tuple[int, int], cache_dir: Path | None = None) -> DecodedVideo:
+    """Decode every frame of `path` at `size` (H, W); reuse or fill `cache_dir` when given.
+
+    The cache holds one `.npy` per (file, size), memory-mapped on load, so later runs and every
+    DataLoader worker share the decoded frames without decoding again.
+    """
+    cached: Path | None = None
+    if cache_dir is not None:
+        st = path.stat()
+        key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{size[0]}x{size[1]}"
+        digest = hashlib.sha1(key.encode()).hexdigest()[:20]
+        cached = cache_dir / f"{digest}.npy"
+        fps_file = cached.with_suffix(".fps")
+        if cached.exists() and fps_file.exists():
+            return DecodedVideo(np.load(cached, mmap_mode="r"), float(fps_file.read_text()))
+    decoded = _decode_decord(path, size) if _have_decord() else _decode_opencv(path, size)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp.npy")
+        np.save(tmp, decoded.frames)
+        os.replace(tmp, cached)  # atomic: a concurrent reader sees all of it or nothing
+        cached.with_suffix(".fps").write_text(repr(decoded.fps))
+        return DecodedVideo(np.load(cached, mmap_mode="r"), decoded.fps)
+    return decoded

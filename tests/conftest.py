@@ -1,0 +1,61 @@
+"""Shared fixtures: small synthetic video sets written once per test session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from edge_hf.synth import generate, write_video
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def synth_small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two clips per class at 15 fps, 160x120: real mp4 files with a manifest."""
+    out = tmp_path_factory.mktemp("synth_small")
+    generate(out, clips_per_class=2, fps=15.0, seed=5, width=160, height=120)
+    return out
+
+
+@pytest.fixture(scope="session")
+def static_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A still scene: the same textured frame 30 times (lossless MJPG in an AVI)."""
+    out = tmp_path_factory.mktemp("static") / "still.avi"
+    rng = np.random.default_rng(0)
+    frame = cv2.GaussianBlur(rng.integers(0, 256, (96, 128, 3), dtype=np.uint8), (9, 9), 3)
+    writer = cv2.VideoWriter(str(out), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (128, 96))
+    for _ in range(30):
+        writer.write(frame)
+    writer.release()
+    return out
+
+
+BITS = 8
+
+
+def counter_video(path: Path, fps: float, seconds: float, size: tuple[int, int] = (64, 48)) -> Path:
+    """A clip whose frame i shows i in binary as 8 black/white columns: time survives the codec."""
+    w, h = size
+    frames = []
+    for i in range(round(fps * seconds)):
+        f = np.zeros((h, w, 3), np.uint8)
+        for b in range(BITS):
+            if (i >> b) & 1:
+                f[:, b * w // BITS : (b + 1) * w // BITS] = 255
+        frames.append(f)
+    write_video(path, iter(frames), fps, size)
+    return path
+
+
+def frame_number(frame: np.ndarray) -> int:
+    """Read back the index that `counter_video` drew (frame as (H, W, 3) RGB or (H, W))."""
+    gray = frame.mean(axis=2) if frame.ndim == 3 else frame
+    w = gray.shape[1]
+    bits = [
+        gray[:, (b * w // BITS) + 2 : ((b + 1) * w // BITS) - 2].mean() > 127 for b in range(BITS)
+    ]
+    return sum(1 << b for b, on in enumerate(bits) if on)

@@ -1,0 +1,207 @@
+"""Synthetic videos and the hyperframe dataset: real files through OpenCV, the seed's rules kept."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+from dataclasses import astuple
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from edge_hf.data import (
+    Clip,
+    HyperframeDataset,
+    WindowSpec,
+    decode_clips,
+    load_clips,
+    read_manifest,
+)
+from edge_hf.errors import UserError
+from edge_hf.hyperframe import IMAGENET_MEAN, IMAGENET_STD
+from edge_hf.synth import CLASSES, MANIFEST_FIELDS, _make_action, generate
+from edge_hf.video import decode_video
+from tests.conftest import SHARED_DATA, counter_video, frame_number
+
+
+def test_synth_writes_readable_videos_and_manifest(synth_small: Path) -> None:
+    with (synth_small / "manifest.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0]) == MANIFEST_FIELDS
+    assert sorted({r["label"] for r in rows}) == sorted(CLASSES)
+    for r in rows:
+        cap = cv2.VideoCapture(str(synth_small / r["path"]))
+        n = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        ok, frame = cap.read()
+        cap.release()
+        assert ok and frame.shape == (120, 160, 3)
+        assert n == int(r["frames"]) and float(r["fps"]) == 15.0
+        assert 0 < float(r["start_s"]) < float(r["end_s"]) <= n / 15.0
+        is_fall = r["label"] == "fall"
+        assert (r["fall_start_s"] != "") == is_fall
+
+
+def test_synth_is_deterministic_for_a_seed(tmp_path: Path) -> None:
+    a = generate(tmp_path / "a", 1, 10.0, seed=3, width=96, height=72, classes=("fall",))
+    b = generate(tmp_path / "b", 1, 10.0, seed=3, width=96, height=72, classes=("fall",))
+    c = generate(tmp_path / "c", 1, 10.0, seed=4, width=96, height=72, classes=("fall",))
+    fa = decode_video(a.parent / "fall" / "fall_3_0000.mp4", (72, 96)).frames
+    fb = decode_video(b.parent / "fall" / "fall_3_0000.mp4", (72, 96)).frames
+    fc = decode_video(c.parent / "fall" / "fall_4_0000.mp4", (72, 96)).frames
+    assert np.array_equal(fa, fb)
+    assert fa.shape != fc.shape or not np.array_equal(fa, fc)
+
+
+def test_fall_and_lie_down_share_poses_only_speed_differs() -> None:
+    """A single frame cannot tell them apart: same pose at the same fraction of the motion."""
+    fall = _make_action("fall", np.random.default_rng(11), 320)
+    lie = _make_action("lie_down", np.random.default_rng(11), 320)
+    d_fall, d_lie = fall.end_s - fall.start_s, lie.end_s - lie.start_s
+    assert d_lie > 2.5 * d_fall
+    for u in np.linspace(0, 1, 9):
+        a, b = fall.pose(fall.start_s + u * d_fall), lie.pose(lie.start_s + u * d_lie)
+        assert astuple(a) == pytest.approx(astuple(b), abs=1e-9)
+
+
+def test_sit_down_is_stand_up_played_backwards() -> None:
+    sit = _make_action("sit_down", np.random.default_rng(4), 320)
+    stand = _make_action("stand_up", np.random.default_rng(4), 320)
+    d = sit.end_s - sit.start_s
+    assert d == pytest.approx(stand.end_s - stand.start_s)
+    for u in np.linspace(0, 1, 9):
+        a, b = sit.pose(sit.start_s + u * d), stand.pose(stand.start_s + (1 - u) * d)
+        assert astuple(a) == pytest.approx(astuple(b), abs=1e-9)
+
+
+def test_manifest_and_folder_sources(synth_small: Path, tmp_path: Path) -> None:
+    clips = load_clips(synth_small)
+    assert len(clips) == 2 * len(CLASSES)
+    falls = [c for c in clips if c.label == "fall"]
+    assert all(c.start_s is not None and c.end_s is not None for c in falls)
+    # Folder per class: the same videos without a manifest.
+    for c in clips[:3]:
+        (tmp_path / "tree" / c.label).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tree" / c.label / c.path.name).write_bytes(c.path.read_bytes())
+    tree = load_clips(tmp_path / "tree")
+    assert sorted((c.label, c.path.name) for c in tree) == sorted(
+        (c.label, c.path.name) for c in clips[:3]
+    )
+    with pytest.raises(UserError, match="no such file"):
+        load_clips(tmp_path / "missing")
+
+
+def test_real_manifest_is_read_as_it_is() -> None:
+    manifest = SHARED_DATA / "gmdcsa24" / "manifest.csv"
+    if not manifest.exists():
+        pytest.skip("../shared/data not present")
+    clips = read_manifest(manifest)
+    assert len(clips) == 23
+    s1 = next(c for c in clips if c.path.name == "S1_Fall_13.mp4")
+    assert (s1.label, s1.start_s, s1.end_s, s1.subject) == ("fall", 0.4, 4.0, "1")
+    assert s1.fps == pytest.approx(29.62)
+    adl = next(c for c in clips if c.label == "adl")
+    assert adl.start_s is None and adl.path.exists()
+
+
+def _times(frames: list[np.ndarray], fps: float) -> list[float]:
+    return [frame_number(f) / fps for f in frames]
+
+
+def test_30_and_10_fps_windows_span_the_same_time(tmp_path: Path) -> None:
+    v30 = counter_video(tmp_path / "v30.mp4", 30.0, 4.0)
+    v10 = counter_video(tmp_path / "v10.mp4", 10.0, 4.0)
+    spec = WindowSpec(window=5, interval_s=0.2, size=(48, 64))
+    loaded = decode_clips([Clip(v30, "x"), Clip(v10, "x")], spec.size)
+    ds = HyperframeDataset(loaded, ["x"], spec, train=False)
+    for centre in (1.0, 2.0, 2.7):
+        t30 = _times(ds.window_frames(0, centre), 30.0)
+        t10 = _times(ds.window_frames(1, centre), 10.0)
+        expected = [centre + k * 0.2 for k in range(-2, 3)]
+        assert t30 == pytest.approx(expected, abs=0.5 / 30 + 1e-6)
+        assert t10 == pytest.approx(expected, abs=0.5 / 10 + 1e-6)
+        assert t30[-1] - t30[0] == pytest.approx(t10[-1] - t10[0]) == pytest.approx(0.8)
+
+
+def test_window_clamps_at_clip_start_and_end(tmp_path: Path) -> None:
+    v = counter_video(tmp_path / "v.mp4", 10.0, 2.0)
+    spec = WindowSpec(window=5, interval_s=0.1, size=(48, 64))
+    ds = HyperframeDataset(decode_clips([Clip(v, "x")], spec.size), ["x"], spec, train=False)
+    start = [frame_number(f) for f in ds.window_frames(0, 0.0)]
+    assert start == [0, 0, 0, 1, 2]
+    end = [frame_number(f) for f in ds.window_frames(0, 1.9)]
+    assert end == [17, 18, 19, 19, 19], "clamped, not wrapped"
+
+
+def test_training_augmentation_is_the_same_for_all_frames(static_video: Path) -> None:
+    """Crop and flip differ per sample but never per frame: a still clip stays identical blocks."""
+    spec = WindowSpec(window=5, interval_s=0.1, size=(64, 64))
+    loaded = decode_clips([Clip(static_video, "still")], spec.size)
+    ds = HyperframeDataset(loaded, ["still"], spec, train=True, samples_per_clip=8)
+    samples = [ds[i][0] for i in range(len(ds))]
+    for x in samples:
+        assert x.shape == (15, 64, 64)
+        for k in range(1, 5):
+            assert torch.equal(x[0:3], x[3 * k : 3 * k + 3])
+    assert any(not torch.equal(samples[0], s) for s in samples[1:]), "augmentation varies"
+
+
+def test_training_centres_jitter_by_whole_steps(tmp_path: Path) -> None:
+    v = counter_video(tmp_path / "v.mp4", 30.0, 4.0)
+    spec = WindowSpec(window=3, interval_s=0.1, size=(48, 64))
+    clip = Clip(v, "x", start_s=2.0, end_s=2.0)  # a zero-length segment: only the jitter moves it
+    ds = HyperframeDataset(
+        decode_clips([clip], spec.size),
+        ["x"],
+        spec,
+        train=True,
+        samples_per_clip=60,
+        hflip=False,
+        crop_scale=(1.0, 1.0),
+    )
+    offsets = set()
+    for i in range(len(ds)):
+        x = ds[i][0].numpy()
+        # Undo the normalisation of the centre frame (block 1) and read its frame number.
+        rgb = (
+            x[3:6] * np.array(IMAGENET_STD)[:, None, None] + np.array(IMAGENET_MEAN)[:, None, None]
+        )
+        offsets.add(frame_number(rgb.transpose(1, 2, 0) * 255) - 60)
+    assert offsets == {-6, -3, 0, 3, 6}, "centre moved by whole 100 ms steps, at most 2 of them"
+
+
+def test_unreadable_videos_are_skipped_then_refused(
+    synth_small: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(b"not a video at all")
+    good = load_clips(synth_small)
+    with caplog.at_level(logging.WARNING):
+        loaded = decode_clips([*good, Clip(broken, "fall")], (64, 64))
+    assert len(loaded) == len(good)
+    assert "broken.mp4" in caplog.text
+    with pytest.raises(UserError, match="could not be read"):
+        decode_clips([good[0], Clip(broken, "fall"), Clip(tmp_path / "gone.mp4", "fall")], (64, 64))
+
+
+def test_truncated_file_gives_the_frames_that_decode() -> None:
+    tree = SHARED_DATA / "capture" / "tree.avi"
+    if not tree.exists():
+        pytest.skip("../shared/data not present")
+    video = decode_video(tree, (60, 80))
+    assert 0 < video.frames.shape[0] < 444  # the header claims 444
+    assert video.fps == pytest.approx(15.0, abs=0.01)
+
+
+def test_cache_is_reused(synth_small: Path, tmp_path: Path) -> None:
+    path = load_clips(synth_small)[0].path
+    first = decode_video(path, (64, 64), tmp_path / "cache")
+    cached = list((tmp_path / "cache").glob("*.npy"))
+    assert len(cached) == 1
+    mtime = cached[0].stat().st_mtime_ns
+    second = decode_video(path, (64, 64), tmp_path / "cache")
+    assert isinstance(second.frames, np.memmap) and np.array_equal(first.frames, second.frames)
+    assert cached[0].stat().st_mtime_ns == mtime and math.isclose(first.fps, second.fps)
