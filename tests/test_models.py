@@ -1,0 +1,89 @@
+"""Inflated backbones: conv1 inflation keeps a static clip's response, every backbone runs 3T."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from edge_hf.errors import UserError
+from edge_hf.models import BACKBONES, HyperVolume, build_backbone, build_model, freeze_batchnorm
+from edge_hf.models import inflate_conv
+
+
+@pytest.mark.parametrize("window", [1, 3, 5])
+def test_inflated_conv_gives_the_original_output_on_a_static_clip(window: int) -> None:
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 16, 7, stride=2, padding=3, bias=True)
+    inflated = inflate_conv(conv, window)
+    assert inflated.in_channels == 3 * window and inflated.stride == conv.stride
+    frame = torch.randn(2, 3, 32, 32)
+    static = frame.repeat(1, window, 1, 1)  # time-major: frame, frame, frame
+    torch.testing.assert_close(inflated(static), conv(frame), rtol=1e-5, atol=1e-5)
+    # Each time block holds the original kernel divided by T.
+    for k in range(window):
+        torch.testing.assert_close(inflated.weight[:, 3 * k : 3 * k + 3], conv.weight / window)
+
+
+def test_inflation_noise_breaks_the_symmetry_a_little() -> None:
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 8, 3, bias=False)
+    noisy = inflate_conv(conv, 3, noise_std=0.01)
+    blocks = [noisy.weight.detach()[:, 3 * k : 3 * k + 3] for k in range(3)]
+    assert not torch.equal(blocks[0], blocks[1])
+    torch.testing.assert_close(blocks[0], conv.weight / 3, rtol=0.0, atol=0.05 * conv.weight.abs().max().item())
+
+
+def test_inflation_refuses_a_non_rgb_conv() -> None:
+    with pytest.raises(ValueError, match="3 input channels"):
+        inflate_conv(nn.Conv2d(4, 8, 3), 3)
+
+
+@pytest.mark.parametrize("name", BACKBONES)
+def test_every_backbone_takes_3t_channels(name: str) -> None:
+    model = build_backbone(name, window=3, num_classes=4).eval()
+    with torch.no_grad():
+        out = model(torch.randn(2, 9, 64, 64))
+    assert out.shape == (2, 4)
+
+
+def test_local_weights_are_inflated_from_the_loaded_kernel(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import torchvision
+
+    rgb = torchvision.models.resnet18(weights=None)
+    torch.nn.init.normal_(rgb.conv1.weight, mean=0.3, std=0.01)
+    torch.save(rgb.state_dict(), tmp_path / "r18.pth")
+    model = build_backbone("resnet18", 3, 2, weights_file=tmp_path / "r18.pth")
+    torch.testing.assert_close(model.conv1.weight, rgb.conv1.weight.repeat(1, 3, 1, 1) / 3)
+    with pytest.raises(UserError, match="cannot load"):
+        build_backbone("mobilenet_v3_small", 3, 2, weights_file=tmp_path / "r18.pth")
+    with pytest.raises(UserError, match="not one of"):
+        build_backbone("vgg11", 3, 2)
+
+
+def test_hyper_volume_shares_one_backbone() -> None:
+    model = build_model("resnet18", window=3, num_classes=5, volumes=2)
+    assert isinstance(model, HyperVolume)
+    n_backbone = sum(p.numel() for p in model.backbone.parameters())
+    single = sum(p.numel() for p in build_model("resnet18", 3, 5).parameters())
+    assert n_backbone < single, "one backbone, not two"
+    with torch.no_grad():
+        out = model.eval()(torch.randn(3, 18, 64, 64))
+    assert out.shape == (3, 5)
+    # The order of the two hyperframes matters to the fused head.
+    x = torch.randn(1, 18, 64, 64)
+    swapped = torch.cat([x[:, 9:], x[:, :9]], dim=1)
+    with torch.no_grad():
+        assert not torch.allclose(model(x), model(swapped))
+
+
+def test_freeze_batchnorm_keeps_running_statistics() -> None:
+    model = build_backbone("resnet18", 3, 2)
+    model.train()
+    freeze_batchnorm(model)
+    before = model.bn1.running_mean.clone()
+    model(torch.randn(4, 9, 64, 64) * 5 + 3)
+    assert torch.equal(before, model.bn1.running_mean)
+    model.train()
+    model(torch.randn(4, 9, 64, 64) * 5 + 3)
+    assert not torch.equal(before, model.bn1.running_mean)

@@ -1,0 +1,136 @@
+"""A small real training run, then eval, diagnose and a verified ONNX export of its checkpoint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+from edge_hf.cli import main
+from edge_hf.contract import ModelContract
+from edge_hf.errors import UserError
+from edge_hf.evaluate import diagnose, evaluate
+from edge_hf.export import ExportError, check_parity, export_onnx
+from edge_hf.synth import CLASSES
+from edge_hf.train import TrainConfig, load_checkpoint, train
+
+
+def _tiny(data: Path, out: Path, **kw: object) -> TrainConfig:
+    base = TrainConfig(
+        data=str(data),
+        out=str(out),
+        backbone="mobilenet_v3_small",
+        input_size=64,
+        epochs=2,
+        batch_size=8,
+        samples_per_clip=2,
+        val_fraction=0.5,
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def trained(synth_small: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("run")
+    result = train(_tiny(synth_small, out))
+    return result.best_checkpoint
+
+
+def test_training_writes_checkpoint_metrics_and_plots(trained: Path) -> None:
+    run = trained.parent
+    for name in ("best.pt", "last.pt", "metrics.csv", "metrics.json", "curves.png", "confusion.png"):
+        assert (run / name).stat().st_size > 0, name
+    history = json.loads((run / "metrics.json").read_text())
+    assert [h["epoch"] for h in history] == [1, 2]
+    assert all(np.isfinite(h["train_loss"]) and 0 <= h["val_fall_f1"] <= 1 for h in history)
+    model, cfg, classes = load_checkpoint(trained)
+    assert cfg.backbone == "mobilenet_v3_small" and cfg.input_size == 64
+    assert classes == sorted(CLASSES)
+    with torch.no_grad():
+        assert model(torch.randn(1, 9, 64, 64)).shape == (1, len(CLASSES))
+
+
+def test_eval_json_has_the_promised_keys(trained: Path, synth_small: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "eval", "--model", str(trained), "--data",
+         str(synth_small), "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    report = json.loads(proc.stdout)
+    for key in ("accuracy", "fall_precision", "fall_recall", "fall_f1", "per_class"):
+        assert key in report
+    assert set(report["per_class"]) == set(CLASSES)
+    assert sum(v["support"] for v in report["per_class"].values()) == report["clips"] == 12
+    assert set(report["pairs"]) == {"fall/lie_down", "sit_down/stand_up"}
+
+
+def test_export_carries_the_contract_and_matches_pytorch(trained: Path, tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    contract = export_onnx(trained, path)
+    proto = onnx.load(str(path))
+    meta = {p.key: p.value for p in proto.metadata_props}
+    assert meta["edge_hf.window"] == "3" and meta["edge_hf.input_size"] == "64,64"
+    assert meta["edge_hf.channel_order"] == "time-major-rgb"
+    assert json.loads(meta["edge_hf.classes"]) == sorted(CLASSES)
+    assert json.loads(meta["edge_hf.mean"]) == pytest.approx([0.485, 0.456, 0.406])
+    assert ModelContract.from_metadata(meta) == contract
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (inp,), (out,) = session.get_inputs(), session.get_outputs()
+    assert (inp.name, out.name) == ("hyperframe", "logits")
+    model, _, _ = load_checkpoint(trained)
+    for batch in (1, 5):  # dynamic batch
+        x = torch.randn(batch, 9, 64, 64)
+        got = session.run(None, {"hyperframe": x.numpy()})[0]
+        with torch.no_grad():
+            np.testing.assert_allclose(got, model(x).numpy(), atol=1e-3)
+
+
+def test_parity_check_fails_loudly_on_a_different_model(trained: Path, tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    export_onnx(trained, path)
+    other, _, _ = load_checkpoint(trained)
+    head = [m for m in other.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        head.bias.add_(0.01)  # a small drift, as a broken export would show
+    with pytest.raises(ExportError, match="disagree"):
+        check_parity(other, path, torch.randn(2, 9, 64, 64), atol=1e-3)
+
+
+def test_export_cli_and_eval_of_the_onnx_model(trained: Path, synth_small: Path, tmp_path: Path) -> None:
+    path = tmp_path / "cli.onnx"
+    assert main(["export", "--checkpoint", str(trained), "--out", str(path)]) == 0
+    from_onnx = evaluate(path, synth_small)
+    from_pt = evaluate(trained, synth_small)
+    assert from_onnx["confusion"] == from_pt["confusion"]
+
+
+def test_user_mistakes_are_one_line_errors(trained: Path, synth_small: Path, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="T must be odd"):
+        train(_tiny(synth_small, tmp_path, window=4))
+    with pytest.raises(UserError, match="no such model"):
+        evaluate(tmp_path / "missing.pt", synth_small)
+    assert main(["train", "--data", str(tmp_path / "nope"), "--out", str(tmp_path)]) == 2
+
+
+def test_diagnose_trains_three_variants_on_the_same_budget(
+    synth_small: Path, tmp_path: Path
+) -> None:
+    cfg = _tiny(synth_small, tmp_path, epochs=1)
+    results = diagnose(cfg, synth_small, tmp_path)
+    names = list(results["variants"])
+    assert names == ["hyperframe T=3", "single frame T=1", "time-shuffled T=3"]
+    _, cfg1, _ = load_checkpoint(Path(results["variants"]["single frame T=1"]["checkpoint"]))
+    _, cfgs, _ = load_checkpoint(Path(results["variants"]["time-shuffled T=3"]["checkpoint"]))
+    assert cfg1.window == 1 and cfgs.shuffle_time and cfgs.epochs == cfg1.epochs == 1
+    assert results["static_blocks_identical"] is True
+    table = (tmp_path / "diagnose.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 4 and "sit_down/stand_up" in rows[0]  # header + one row per variant
