@@ -103,6 +103,8 @@ def build_backbone(
     `pretrained="imagenet"` fetches torchvision's ImageNet weights (needs the network);
     `weights_file` loads a local RGB state dict of the same architecture. Either way the weights
     are loaded *before* conv1 is inflated, so the inflation starts from the pretrained kernel.
+    Without any weights, conv1 gets a fresh random 3T-channel init instead: inflating a random
+    kernel would only make every time step start identical (blind to motion) for no gain.
     """
     builder = _torchvision_builder(name)
     if pretrained not in (None, "imagenet"):
@@ -133,10 +135,18 @@ def build_backbone(
             raise TypeError(
                 f"{name}: expected a Conv2d as first layer, found {type(conv).__name__}"
             )
-        return inflate_conv(conv, window, inflate_noise)
+        inflated = inflate_conv(conv, window, inflate_noise)
+        if pretrained is None and weights_file is None:
+            inflated.reset_parameters()
+        return inflated
 
     _swap_module(model, _first_conv_path(name), inflate)
     _replace_head(model, name, num_classes)
+    # torchvision's MobileNet/EfficientNet use BN momentum 0.01, tuned for long ImageNet runs; in
+    # a short fine-tune the running statistics would lag far behind and break evaluation.
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            m.momentum = 0.1
     return model
 
 

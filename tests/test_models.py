@@ -7,8 +7,14 @@ import torch
 from torch import nn
 
 from edge_hf.errors import UserError
-from edge_hf.models import BACKBONES, HyperVolume, build_backbone, build_model, freeze_batchnorm
-from edge_hf.models import inflate_conv
+from edge_hf.models import (
+    BACKBONES,
+    HyperVolume,
+    build_backbone,
+    build_model,
+    freeze_batchnorm,
+    inflate_conv,
+)
 
 
 @pytest.mark.parametrize("window", [1, 3, 5])
@@ -31,7 +37,9 @@ def test_inflation_noise_breaks_the_symmetry_a_little() -> None:
     noisy = inflate_conv(conv, 3, noise_std=0.01)
     blocks = [noisy.weight.detach()[:, 3 * k : 3 * k + 3] for k in range(3)]
     assert not torch.equal(blocks[0], blocks[1])
-    torch.testing.assert_close(blocks[0], conv.weight / 3, rtol=0.0, atol=0.05 * conv.weight.abs().max().item())
+    torch.testing.assert_close(
+        blocks[0], conv.weight / 3, rtol=0.0, atol=0.05 * conv.weight.abs().max().item()
+    )
 
 
 def test_inflation_refuses_a_non_rgb_conv() -> None:

@@ -46,7 +46,14 @@ def trained(synth_small: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 
 def test_training_writes_checkpoint_metrics_and_plots(trained: Path) -> None:
     run = trained.parent
-    for name in ("best.pt", "last.pt", "metrics.csv", "metrics.json", "curves.png", "confusion.png"):
+    for name in (
+        "best.pt",
+        "last.pt",
+        "metrics.csv",
+        "metrics.json",
+        "curves.png",
+        "confusion.png",
+    ):
         assert (run / name).stat().st_size > 0, name
     history = json.loads((run / "metrics.json").read_text())
     assert [h["epoch"] for h in history] == [1, 2]
@@ -104,7 +111,9 @@ def test_parity_check_fails_loudly_on_a_different_model(trained: Path, tmp_path:
         check_parity(other, path, torch.randn(2, 9, 64, 64), atol=1e-3)
 
 
-def test_export_cli_and_eval_of_the_onnx_model(trained: Path, synth_small: Path, tmp_path: Path) -> None:
+def test_export_cli_and_eval_of_the_onnx_model(
+    trained: Path, synth_small: Path, tmp_path: Path
+) -> None:
     path = tmp_path / "cli.onnx"
     assert main(["export", "--checkpoint", str(trained), "--out", str(path)]) == 0
     from_onnx = evaluate(path, synth_small)
@@ -112,7 +121,9 @@ def test_export_cli_and_eval_of_the_onnx_model(trained: Path, synth_small: Path,
     assert from_onnx["confusion"] == from_pt["confusion"]
 
 
-def test_user_mistakes_are_one_line_errors(trained: Path, synth_small: Path, tmp_path: Path) -> None:
+def test_user_mistakes_are_one_line_errors(
+    trained: Path, synth_small: Path, tmp_path: Path
+) -> None:
     with pytest.raises(UserError, match="T must be odd"):
         train(_tiny(synth_small, tmp_path, window=4))
     with pytest.raises(UserError, match="no such model"):
@@ -134,3 +145,20 @@ def test_diagnose_trains_three_variants_on_the_same_budget(
     table = (tmp_path / "diagnose.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == 4 and "sit_down/stand_up" in rows[0]  # header + one row per variant
+
+
+def test_model_card_reports_metrics_and_latency(
+    trained: Path, synth_small: Path, tmp_path: Path
+) -> None:
+    from edge_hf.card import write_card
+
+    path = tmp_path / "m.onnx"
+    export_onnx(trained, path)
+    report = evaluate(path, synth_small)
+    text = write_card(
+        path, tmp_path / "m.md", "edge-hf train ...", "tiny data", report, "same data"
+    )
+    assert (tmp_path / "m.md").read_text() == text
+    assert "window T=3" in text and "input 64x64" in text
+    assert f"accuracy {report['accuracy']:.3f}" in text
+    assert "fall/lie_down" in text and "median" in text

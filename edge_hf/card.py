@@ -1,0 +1,140 @@
+"""Model cards: what a shipped model was trained on, how it scored, and how fast it runs here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_hf.contract import INPUT_NAME, ModelContract
+
+
+def cpu_latency_ms(
+    model: Path, batch: int = 1, runs: int = 50, threads: int = 0
+) -> dict[str, float]:
+    """Median and p90 of ONNX Runtime CPU inference time for one batch, after warm-up."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = threads
+    session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+    contract = ModelContract.from_metadata(session.get_modelmeta().custom_metadata_map, str(model))
+    h, w = contract.input_size
+    x = np.random.default_rng(0).standard_normal(
+        (batch, 3 * contract.window * contract.volumes, h, w), dtype=np.float32
+    )
+    for _ in range(5):
+        session.run(None, {INPUT_NAME: x})
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        session.run(None, {INPUT_NAME: x})
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"p50_ms": statistics.median(times), "p90_ms": times[int(0.9 * (len(times) - 1))]}
+
+
+def _pct(v: float) -> str:
+    return f"{v:.3f}"
+
+
+def write_card(
+    model: Path,
+    out: Path,
+    train_command: str,
+    data_note: str,
+    test_report: dict[str, Any],
+    test_note: str,
+    diagnose_md: str | None = None,
+) -> str:
+    """Write the Markdown model card for `model`; returns its text."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    c = ModelContract.from_metadata(session.get_modelmeta().custom_metadata_map, str(model))
+    lat = cpu_latency_ms(model)
+    size_mb = model.stat().st_size / 1e6
+    lines = [
+        f"# {model.name}",
+        "",
+        f"- backbone: {c.backbone}, window T={c.window}, interval {c.interval_ms:g} ms "
+        f"(span {(c.window - 1) * c.interval_ms:g} ms), input {c.input_size[0]}x{c.input_size[1]}",
+        f"- classes: {', '.join(c.classes)} (fall class: `{c.fall_class}`)",
+        f"- normalisation: mean {list(c.mean)}, std {list(c.std)} (0-1 scale), channel order "
+        f"`{c.channel_order}`",
+        f"- file: {size_mb:.1f} MB ONNX (opset 17, dynamic batch, input `hyperframe` "
+        "[N, 3T, H, W], output `logits` [N, C])",
+        "",
+        "## Training",
+        "",
+        data_note,
+        "",
+        "```sh",
+        train_command,
+        "```",
+        "",
+        "## Held-out results",
+        "",
+        test_note,
+        "",
+        f"- clips: {test_report['clips']}, accuracy {_pct(test_report['accuracy'])}, "
+        f"macro F1 {_pct(test_report['macro_f1'])}",
+        f"- fall precision / recall / F1: {_pct(test_report['fall_precision'])} / "
+        f"{_pct(test_report['fall_recall'])} / {_pct(test_report['fall_f1'])}",
+    ]
+    for pair, s in test_report.get("pairs", {}).items():
+        lines.append(
+            f"- ambiguous pair {pair}: two-way F1 {_pct(s['macro_f1'])} ({s['clips']} clips)"
+        )
+    lines += ["", "| class | precision | recall | F1 | clips |", "| --- | --- | --- | --- | --- |"]
+    for name, s in test_report["per_class"].items():
+        lines.append(
+            f"| {name} | {_pct(s['precision'])} | {_pct(s['recall'])} | {_pct(s['f1'])} | "
+            f"{s['support']} |"
+        )
+    if diagnose_md:
+        lines += ["", "## Diagnose (same data and budget)", "", diagnose_md.strip()]
+    lines += [
+        "",
+        "## CPU latency",
+        "",
+        f"ONNX Runtime CPU, batch 1: median {lat['p50_ms']:.1f} ms, p90 {lat['p90_ms']:.1f} ms "
+        f"({platform.machine()}, {_cpu_count()} cores, measured by `python -m edge_hf.card`).",
+        "",
+    ]
+    text = "\n".join(lines)
+    out.write_text(text)
+    return text
+
+
+def _cpu_count() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def main() -> None:
+    """`python -m edge_hf.card`: write a model card from an eval JSON and a diagnose table."""
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("--model", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--train-command", required=True)
+    p.add_argument("--data-note", required=True)
+    p.add_argument("--test-json", required=True)
+    p.add_argument("--test-note", required=True)
+    p.add_argument("--diagnose-md")
+    a = p.parse_args()
+    report = json.loads(Path(a.test_json).read_text())
+    diag = Path(a.diagnose_md).read_text() if a.diagnose_md else None
+    write_card(Path(a.model), Path(a.out), a.train_command, a.data_note, report, a.test_note, diag)
+
+
+if __name__ == "__main__":
+    main()
