@@ -53,10 +53,10 @@ demo: $(STAMP)
 	$(VENV)/bin/edge-hf --version
 
 # The shipped synthetic demo model: data, diagnose (trains T=3, T=1 and the time-shuffled control
-# on the same budget), export, held-out evaluation at another fps, model card. About 45 min on
+# on the same budget), export, held-out evaluation at another fps, model card. About an hour on
 # 2 CPU cores. Every step is deterministic for its seed.
 DEMO_MODEL := models/fall-synth-mobilenet_v3_small-t3
-DEMO_TRAIN := --backbone mobilenet_v3_small --input-size 96 --epochs 40 --samples-per-clip 2 --lr 2e-3
+DEMO_TRAIN := --backbone mobilenet_v3_small --input-size 96 --epochs 50 --samples-per-clip 2 --lr 2e-3
 demo-model: $(STAMP)
 	$(VENV)/bin/edge-hf synth --out data/synth_train --clips 200 --fps 30 --seed 21 --width 240 --height 180
 	$(VENV)/bin/edge-hf synth --out data/synth_test10 --clips 30 --fps 10 --seed 99 --width 240 --height 180

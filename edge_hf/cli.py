@@ -82,6 +82,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         confusion_png=Path(args.confusion_png) if args.confusion_png else None,
+        background_label=args.background_label,
     )
     print(json.dumps(report) if args.json else report_text(report))
     return 0
@@ -168,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--cache-dir")
     p.add_argument("--confusion-png", help="also write the confusion matrix as a PNG")
+    p.add_argument("--background-label", help="score the time before each segment as this class")
     p.set_defaults(func=_cmd_eval)
 
     p = sub.add_parser("diagnose", help="hyperframe vs T=1 vs time-shuffled, same budget")

@@ -112,13 +112,14 @@ def load_clips(source: Path) -> list[Clip]:
 
 @dataclass(frozen=True)
 class LoadedClip:
-    """A clip with its decoded frames and the time segment its label covers."""
+    """A labelled time segment of a clip, with the clip's decoded frames."""
 
     clip: Clip
     video: DecodedVideo
     fps: float
     lo_s: float
     hi_s: float
+    label: str
 
     @property
     def n_frames(self) -> int:
@@ -131,8 +132,16 @@ def decode_clips(
     cache_dir: Path | None = None,
     max_bad_fraction: float = 0.2,
     progress: bool = False,
+    background_label: str | None = None,
+    background_gap_s: float = 0.3,
+    min_background_s: float = 0.5,
 ) -> list[LoadedClip]:
-    """Decode every clip once; skip unreadable ones with a warning, fail if too many are bad."""
+    """Decode every clip once; skip unreadable ones with a warning, fail if too many are bad.
+
+    With `background_label`, the part of a clip before its labelled segment (minus a gap) becomes
+    a second segment with that label: real fall recordings then also teach what standing and
+    walking look like, and the model learns the onset rather than the room.
+    """
     loaded, bad = [], []
     iterator: Sequence[Clip] = clips
     if progress:
@@ -157,7 +166,10 @@ def decode_clips(
         lo, hi = max(0.0, min(lo, duration)), max(0.0, min(hi, duration))
         if hi < lo:
             lo, hi = hi, lo
-        loaded.append(LoadedClip(clip, video, fps, lo, hi))
+        loaded.append(LoadedClip(clip, video, fps, lo, hi, clip.label))
+        before = lo - background_gap_s
+        if background_label and clip.label != background_label and before >= min_background_s:
+            loaded.append(LoadedClip(clip, video, fps, 0.0, before, background_label))
     if len(bad) > max_bad_fraction * max(1, len(clips)):
         raise UserError(
             f"{len(bad)} of {len(clips)} videos could not be read (first: {bad[0]}); "
@@ -221,7 +233,7 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
     ) -> None:
         self.clips = list(clips)
         self.classes = list(classes)
-        unknown = {c.clip.label for c in self.clips} - set(self.classes)
+        unknown = {c.label for c in self.clips} - set(self.classes)
         if unknown:
             raise UserError(f"labels {sorted(unknown)} are not among the classes {self.classes}")
         self.spec = spec
@@ -243,7 +255,7 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
         self.epoch = epoch
 
     def label_of(self, clip_index: int) -> int:
-        return self.classes.index(self.clips[clip_index].clip.label)
+        return self.classes.index(self.clips[clip_index].label)
 
     def window_frames(self, clip_index: int, centre_s: float) -> list[np.ndarray]:
         """The frames of the (hyper-volume of) window(s) centred at `centre_s`, oldest first."""

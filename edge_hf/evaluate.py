@@ -66,14 +66,22 @@ def evaluate(
     batch_size: int = 32,
     cache_dir: Path | None = None,
     confusion_png: Path | None = None,
+    background_label: str | None = None,
 ) -> dict[str, Any]:
-    """Clip-level report (logits averaged over 1/4, 1/2, 3/4 of each clip) plus ambiguous pairs."""
+    """Clip-level report (logits averaged over 1/4, 1/2, 3/4 of each clip) plus ambiguous pairs.
+
+    With `background_label`, the time before each labelled segment is scored as that class too.
+    """
     model, spec, classes, fall_class = load_model(model_path)
-    clips = [c for c in load_clips(data)]
+    clips = load_clips(data)
     unknown = sorted({c.label for c in clips} - set(classes))
     if unknown:
         raise UserError(f"{data}: labels {unknown} are not among the model's classes {classes}")
-    loaded = decode_clips(clips, spec.size, cache_dir, progress=True)
+    if background_label is not None and background_label not in classes:
+        raise UserError(f"--background-label {background_label!r}: not among {classes}")
+    loaded = decode_clips(
+        clips, spec.size, cache_dir, progress=True, background_label=background_label
+    )
     ds = HyperframeDataset(loaded, classes, spec, train=False, shuffle_time=shuffle_time)
     pred = predict_clips(model, ds, batch_size)
     report = classification_report(pred.labels, pred.logits.argmax(1), classes, fall_class)

@@ -81,7 +81,7 @@ def _make_action(label: str, rng: np.random.Generator, width: int) -> _Action:
             )
 
     elif label in ("sit_down", "stand_up"):
-        motion = float(rng.uniform(1.0, 1.6))
+        motion = float(rng.uniform(0.8, 1.3))
         forward = label == "sit_down"
 
         def pose(t: float) -> Pose:

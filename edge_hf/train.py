@@ -63,6 +63,9 @@ class TrainConfig:
     shuffle_time: bool = False
     workers: int = 0
     cache_dir: str | None = None
+    background_label: str | None = None  # label for the time before each labelled segment
+    init_from: str | None = None  # an edge_hf checkpoint to start from (its head is replaced)
+    select: str = "best"  # "best": best.pt is the best validation epoch; "last": the last epoch
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
@@ -85,6 +88,8 @@ class TrainConfig:
             raise UserError(f"--volumes {self.volumes}: must be >= 1")
         if self.backbone not in BACKBONES:
             raise UserError(f"--backbone {self.backbone!r}: choose from {', '.join(BACKBONES)}")
+        if self.select not in ("best", "last"):
+            raise UserError(f"--select {self.select!r}: choose best or last")
         if not 0.0 < self.crop_scale_min <= 1.0:
             raise UserError(f"--crop-scale-min {self.crop_scale_min}: must be in (0, 1]")
 
@@ -136,9 +141,12 @@ def load_split(cfg: TrainConfig) -> tuple[list[LoadedClip], list[LoadedClip], li
     classes = resolve_classes(cfg, train_clips)
     size = (cfg.input_size, cfg.input_size)
     cache = Path(cfg.cache_dir) if cfg.cache_dir else None
+    bg = cfg.background_label
+    if bg is not None and bg not in classes:
+        raise UserError(f"--background-label {bg!r} is not among the labels {classes}")
     return (
-        decode_clips(train_clips, size, cache, progress=True),
-        decode_clips(val_clips, size, cache, progress=True),
+        decode_clips(train_clips, size, cache, progress=True, background_label=bg),
+        decode_clips(val_clips, size, cache, progress=True, background_label=bg),
         classes,
     )
 
@@ -163,6 +171,22 @@ def load_checkpoint(path: Path) -> tuple[nn.Module, TrainConfig, list[str]]:
     model.load_state_dict(ckpt["model"])
     model.eval()
     return model, cfg, classes
+
+
+def _init_from_checkpoint(model: nn.Module, path: Path, cfg: TrainConfig) -> None:
+    """Start from another edge_hf run (e.g. synthetic pre-training): every tensor whose name and
+    shape match is copied; the head, sized for other classes, keeps its fresh init."""
+    src, src_cfg, _ = load_checkpoint(path)
+    if (src_cfg.backbone, src_cfg.window) != (cfg.backbone, cfg.window):
+        raise UserError(
+            f"--init-from {path}: it is {src_cfg.backbone} T={src_cfg.window}, "
+            f"this run is {cfg.backbone} T={cfg.window}"
+        )
+    own = model.state_dict()
+    copied = {k: v for k, v in src.state_dict().items() if k in own and own[k].shape == v.shape}
+    own.update(copied)
+    model.load_state_dict(own)
+    log.info("initialised %d of %d tensors from %s", len(copied), len(own), path)
 
 
 def _run_epoch(
@@ -241,7 +265,10 @@ def train(cfg: TrainConfig) -> TrainResult:
         cfg.pretrained,
         Path(cfg.weights) if cfg.weights else None,
         cfg.inflate_noise,
-    ).to(device)
+    )
+    if cfg.init_from:
+        _init_from_checkpoint(model, Path(cfg.init_from), cfg)
+    model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     steps = max(1, cfg.epochs * len(loader))
     sched = torch.optim.lr_scheduler.OneCycleLR(
@@ -288,7 +315,9 @@ def train(cfg: TrainConfig) -> TrainResult:
             row["seconds"],
         )
         save_checkpoint(out / "last.pt", model, cfg, classes, epoch=epoch, report=report)
-        if (report["fall_f1"], -pred.loss) > (best[0], -best[1]):
+        # "last" is for runs whose validation set is the test set: watched, never chosen by.
+        better = (report["fall_f1"], -pred.loss) > (best[0], -best[1])
+        if better or cfg.select == "last":
             best, best_epoch, best_report = (report["fall_f1"], pred.loss), epoch, report
             save_checkpoint(out / "best.pt", model, cfg, classes, epoch=epoch, report=report)
         _write_history(out, history)

@@ -205,3 +205,12 @@ def test_cache_is_reused(synth_small: Path, tmp_path: Path) -> None:
     second = decode_video(path, (64, 64), tmp_path / "cache")
     assert isinstance(second.frames, np.memmap) and np.array_equal(first.frames, second.frames)
     assert cached[0].stat().st_mtime_ns == mtime and math.isclose(first.fps, second.fps)
+
+
+def test_time_before_a_fall_can_be_taught_as_background(tmp_path: Path) -> None:
+    v = counter_video(tmp_path / "v.mp4", 10.0, 6.0)
+    clips = [Clip(v, "fall", start_s=3.0, end_s=5.0), Clip(v, "adl")]
+    loaded = decode_clips(clips, (48, 64), background_label="adl")
+    segments = sorted((c.label, c.lo_s, c.hi_s) for c in loaded)
+    assert segments == [("adl", 0.0, 2.7), ("adl", 0.0, 6.0), ("fall", 3.0, 5.0)]
+    assert len(decode_clips(clips, (48, 64))) == 2, "off unless asked for"

@@ -162,3 +162,19 @@ def test_model_card_reports_metrics_and_latency(
     assert "window T=3" in text and "input 64x64" in text
     assert f"accuracy {report['accuracy']:.3f}" in text
     assert "fall/lie_down" in text and "median" in text
+
+
+def test_init_from_a_checkpoint_copies_all_but_a_resized_head(
+    trained: Path, synth_small: Path, tmp_path: Path
+) -> None:
+    cfg = _tiny(synth_small, tmp_path, epochs=1, lr=1e-9, classes=[*CLASSES, "extra"])
+    cfg = replace(cfg, init_from=str(trained))
+    result = train(cfg)
+    new, _, classes = load_checkpoint(result.best_checkpoint)
+    old, _, _ = load_checkpoint(trained)
+    assert classes[-1] == "extra"
+    first_new = new.features[0][0].weight  # type: ignore[index]
+    first_old = old.features[0][0].weight  # type: ignore[index]
+    torch.testing.assert_close(first_new, first_old, atol=1e-4, rtol=0)
+    with pytest.raises(UserError, match="T=1"):
+        train(replace(cfg, window=1, out=str(tmp_path / "w1")))
