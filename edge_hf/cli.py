@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import sys
+import time
 import typing
 from collections.abc import Sequence
 from pathlib import Path
@@ -109,6 +110,111 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_checked(path: str) -> typing.Any:
+    """Config plus the model's contract check: what `check` validates and `run` starts from."""
+    from edge_hf.classifier import OnnxFallClassifier
+    from edge_hf.config import check_against_model, load_config
+
+    cfg = load_config(Path(path))
+    contract = OnnxFallClassifier(cfg.model.path, ["cpu"]).contract
+    check_against_model(cfg, contract, path)
+    return cfg, contract
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    cfg, contract = _load_checked(args.config)
+    cams = ", ".join(f"{c.name}{'' if c.enabled else ' (disabled)'}" for c in cfg.cameras)
+    print(
+        f"{args.config}: OK - device {cfg.device_id}, model {cfg.model.path.name} "
+        f"(T={contract.window}, {contract.interval_ms:g} ms, {contract.input_size[0]}x"
+        f"{contract.input_size[1]}), cameras: {cams}, mqtt {'on' if cfg.mqtt.enabled else 'off'}"
+    )
+    return 0
+
+
+def _install_stop_handlers(stop: typing.Any) -> None:
+    import signal
+
+    def handler(signum: int, _frame: object) -> None:
+        logging.getLogger("edge_hf").info("signal %d: stopping", signum)
+        stop.set()  # only a flag: the loops notice it within their wait timeouts
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from edge_hf.pipeline import Pipeline
+    from edge_hf.sinks import JsonLinesSink
+
+    cfg, _ = _load_checked(args.config)
+    pipeline = Pipeline(cfg, JsonLinesSink(statuses=args.statuses), config_name=args.config)
+    _install_stop_handlers(pipeline.stop)
+    pipeline.start()
+    pipeline.run(drain_s=args.drain_s)
+    return 0
+
+
+def _replay_config(args: argparse.Namespace) -> typing.Any:
+    from edge_hf.config import Config, load_config
+
+    if args.config:
+        cfg = load_config(Path(args.config))
+        if args.model:
+            cfg = cfg.model_copy(
+                update={"model": cfg.model.model_copy(update={"path": Path(args.model)})}
+            )
+        return cfg
+    if not (args.model and args.video):
+        raise UserError("give --config FILE, or both --model and --video")
+    return Config.model_validate(
+        {
+            "device_id": "replay",
+            "model": {"path": args.model, "providers": ["cpu"]},
+            "cameras": [
+                {
+                    "name": Path(args.video).stem.replace(".", "_")[:64] or "video",
+                    "source": args.video,
+                }
+            ],
+            "state_dir": args.state_dir,
+        }
+    )
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from edge_hf.pipeline import Pipeline, score_timeline_png
+    from edge_hf.sinks import JsonLinesSink
+    from edge_hf.sources import SourceError
+
+    cfg = _replay_config(args)
+    if args.video and not Path(args.video).is_file():
+        raise UserError(f"--video {args.video}: no such file")
+    if args.origin == "now":
+        origin = time.time()
+    elif args.origin == "epoch":
+        origin = 0.0
+    else:
+        try:
+            origin = datetime.fromisoformat(args.origin.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            raise UserError(
+                f"--origin {args.origin!r}: use epoch, now or an ISO-8601 time"
+            ) from None
+    pipeline = Pipeline(
+        cfg, JsonLinesSink(), source_override=args.video, config_name=args.config or "replay"
+    )
+    try:
+        pipeline.replay(origin)
+    except SourceError as exc:
+        raise UserError(str(exc)) from None
+    if args.timeline_png:
+        score_timeline_png(Path(args.timeline_png), pipeline.cameras, cfg.model.threshold)
+    return 0
+
+
 def _add_dataclass_args(p: argparse.ArgumentParser, cls: type, skip: set[str]) -> None:
     """One --option per field of a config dataclass, typed from its default."""
     hints = typing.get_type_hints(cls)
@@ -141,13 +247,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"edge-hf {__version__}")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    common = argparse.ArgumentParser(add_help=False)  # so --log-level also works after COMMAND
+    common.add_argument("--log-level", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
-    p = sub.add_parser("window", help="suggest the window length T for an action's duration")
+    p = sub.add_parser(
+        "window", parents=[common], help="suggest the window length T for an action's duration"
+    )
     p.add_argument("--action-s", type=float, required=True, help="typical action duration (s)")
     p.add_argument("--interval-ms", type=float, default=100.0, help="sampling interval (ms)")
     p.set_defaults(func=_cmd_window)
 
-    p = sub.add_parser("synth", help="generate synthetic action videos and a manifest")
+    p = sub.add_parser(
+        "synth", parents=[common], help="generate synthetic action videos and a manifest"
+    )
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--clips", type=int, default=20, help="clips per class")
     p.add_argument("--fps", type=float, default=30.0)
@@ -157,11 +269,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--classes", nargs="+", help="subset of the classes (default: all)")
     p.set_defaults(func=_cmd_synth)
 
-    p = sub.add_parser("train", help="train a hyperframe classifier")
+    p = sub.add_parser("train", parents=[common], help="train a hyperframe classifier")
     _add_dataclass_args(p, TrainConfig, skip=set())
     p.set_defaults(func=_cmd_train)
 
-    p = sub.add_parser("eval", help="clip-level evaluation of a checkpoint or ONNX model")
+    p = sub.add_parser(
+        "eval", parents=[common], help="clip-level evaluation of a checkpoint or ONNX model"
+    )
     p.add_argument("--model", required=True, help="best.pt from train, or an exported .onnx")
     p.add_argument("--data", required=True, help="manifest CSV or data folder")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -172,12 +286,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--background-label", help="score the time before each segment as this class")
     p.set_defaults(func=_cmd_eval)
 
-    p = sub.add_parser("diagnose", help="hyperframe vs T=1 vs time-shuffled, same budget")
+    p = sub.add_parser(
+        "diagnose", parents=[common], help="hyperframe vs T=1 vs time-shuffled, same budget"
+    )
     p.add_argument("--test-data", required=True, help="held-out clips (ideally another fps)")
     _add_dataclass_args(p, TrainConfig, skip={"shuffle_time"})
     p.set_defaults(func=_cmd_diagnose, shuffle_time=False)
 
-    p = sub.add_parser("export", help="export a checkpoint to ONNX with its metadata, verified")
+    p = sub.add_parser(
+        "check", parents=[common], help="validate a daemon config (and its model) without starting"
+    )
+    p.add_argument("--config", required=True)
+    p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser(
+        "run", parents=[common], help="the daemon: cameras -> hyperframes -> model -> fall events"
+    )
+    p.add_argument("--config", required=True)
+    p.add_argument("--drain-s", type=float, default=5.0, help="shutdown budget (s)")
+    p.add_argument("--statuses", action="store_true", help="also print camera status changes")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser(
+        "replay", help="the daemon's pipeline over a video file, as fast as possible"
+    )
+    p.add_argument("--config", help="daemon config (its first enabled camera is replayed)")
+    p.add_argument("--video", help="the video file (overrides the camera's source)")
+    p.add_argument("--model", help="ONNX model (overrides model.path; enough with --video)")
+    p.add_argument("--state-dir", default="/tmp/edge-hf-replay", help="without --config")
+    p.add_argument("--timeline-png", help="plot the score timeline to this PNG")
+    p.add_argument(
+        "--origin",
+        default="epoch",
+        help="event times: media time after epoch (default), now, or ISO",
+    )
+    p.set_defaults(func=_cmd_replay)
+
+    p = sub.add_parser(
+        "export", parents=[common], help="export a checkpoint to ONNX with its metadata, verified"
+    )
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--out", required=True, help="the .onnx file to write")
     p.add_argument("--atol", type=float, default=1e-3, help="largest allowed logit difference")

@@ -1,0 +1,153 @@
+"""One capture thread per camera: sample on a fixed wall-clock schedule into the camera's ring.
+
+Ticks fall at t0 + k * interval on the monotonic clock (no drift accumulates). At each tick the
+newest frame read so far is resized to the model input and written to the ring; a source slower
+than the interval therefore yields repeated frames, and a faster one has frames skipped. Files
+replayed as fast as possible are sampled by media time with the nearest-frame rule of
+`frame_indices` instead (`sample_by_media_time`), so live and offline windows agree.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edge_hf.ring import FrameRing
+from edge_hf.sources import FrameSource, OpenCVSource, SourceError
+from edge_hf.video import to_model_rgb
+
+log = logging.getLogger(__name__)
+
+
+def sample_by_media_time(
+    src: OpenCVSource, interval_s: float
+) -> Iterator[tuple[float, np.ndarray]]:
+    """(tick time, BGR frame) for ticks k * interval of a file: frame floor(t * fps + 0.5).
+
+    The same index rule as `frame_indices`; stops at the end of the file.
+    """
+    fps = src.fps
+    frame: np.ndarray | None = None
+    index, k = -1, 0
+    while True:
+        t = k * interval_s
+        wanted = math.floor(t * fps + 0.5)
+        while index < wanted:
+            got = src.read()
+            if got is None:
+                return
+            frame, index = got[0], index + 1
+        assert frame is not None  # index >= 0 here, so a frame was read
+        yield t, frame
+        k += 1
+
+
+@dataclass
+class CameraStats:
+    """Counters a camera's capture thread keeps (read by metrics and status)."""
+
+    state: str = "starting"  # starting, online, stalled, ended, stopped
+    frames_read: int = 0
+    samples: int = 0
+    reconnects: int = 0
+    stalls: int = 0
+    last_frame_at: float = field(default_factory=time.monotonic)
+    last_error: str = ""
+
+
+class CaptureThread(threading.Thread):
+    """Reads a camera and writes a sample into its ring every `interval_s`."""
+
+    def __init__(
+        self,
+        name: str,
+        make_source: Callable[[], FrameSource],
+        ring: FrameRing,
+        interval_s: float,
+        size: tuple[int, int],
+        stop: threading.Event,
+        stall_timeout_s: float = 5.0,
+        max_backoff_s: float = 30.0,
+    ) -> None:
+        super().__init__(name=f"capture-{name}", daemon=True)
+        self.camera = name
+        self._make_source = make_source
+        self.ring = ring
+        self.interval_s = interval_s
+        self.size = size
+        self._stop = stop
+        self.stall_timeout_s = stall_timeout_s
+        self.max_backoff_s = max_backoff_s
+        self.stats = CameraStats()
+
+    def run(self) -> None:
+        backoff = 0.5
+        while not self._stop.is_set():
+            src = self._make_source()
+            try:
+                src.open()
+            except SourceError as exc:
+                self._set_stalled(str(exc))
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, self.max_backoff_s)
+                self.stats.reconnects += 1
+                continue
+            log.info("%s: opened %s", self.camera, src.description)
+            self.stats.state = "online"
+            backoff = 0.5
+            try:
+                ended = self._pump(src)
+            finally:
+                src.release()
+            if ended:
+                self.stats.state = "ended"
+                log.info("%s: end of %s", self.camera, src.description)
+                return
+            if not self._stop.is_set():
+                self._set_stalled(f"{src.description} stopped delivering frames")
+                self._stop.wait(backoff)
+                self.stats.reconnects += 1
+        self.stats.state = "stopped"
+
+    def _set_stalled(self, reason: str) -> None:
+        if self.stats.state != "stalled":
+            self.stats.stalls += 1
+            log.warning("%s: stalled: %s; reopening with backoff", self.camera, reason)
+        self.stats.state = "stalled"
+        self.stats.last_error = reason
+
+    def _pump(self, src: FrameSource) -> bool:
+        """Read until the source fails (False) or a file ends (True) or stop is set."""
+        t0 = time.monotonic()
+        k = 0
+        latest: np.ndarray | None = None
+        while not self._stop.is_set():
+            got = src.read()
+            now = time.monotonic()
+            if got is None:
+                return not src.live and not getattr(src, "loop", False)
+            latest = got[0]
+            self.stats.frames_read += 1
+            self.stats.last_frame_at = now
+            if self.stats.state != "online":
+                self.stats.state = "online"
+            # Every tick that has come due gets the newest frame (repeated if the source is slow).
+            while t0 + k * self.interval_s <= now:
+                self.ring.write(to_model_rgb(latest, self.size), t0 + k * self.interval_s)
+                self.stats.samples += 1
+                k += 1
+        return False
+
+    def check_stall(self, now: float | None = None) -> bool:
+        """Mark the camera stalled when no frame arrived for `stall_timeout_s` (status only)."""
+        now = time.monotonic() if now is None else now
+        if self.stats.state == "online" and now - self.stats.last_frame_at > self.stall_timeout_s:
+            self._set_stalled(f"no frame for {now - self.stats.last_frame_at:.1f} s")
+            return True
+        return False

@@ -1,0 +1,162 @@
+"""The ONNX Runtime classifier: providers from config, the ones really in use checked and logged.
+
+ONNX Runtime falls back to the CPU silently when a GPU provider cannot load; we compare what was
+asked for with `session.get_providers()` and say so. TensorRT builds fp16 engines cached under
+`state_dir/trt-cache`; with input already on CUDA the session reads it in place (IO binding).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from edge_hf.contract import INPUT_NAME, OUTPUT_NAME, ModelContract
+from edge_hf.errors import UserError
+
+log = logging.getLogger(__name__)
+
+ORT_NAMES = {
+    "tensorrt": "TensorrtExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "cpu": "CPUExecutionProvider",
+}
+
+
+def _provider_list(
+    wanted: Sequence[str],
+    available: Sequence[str],
+    cache_dir: Path,
+    fp16: bool,
+    contract: ModelContract,
+    max_batch: int,
+) -> list[tuple[str, dict[str, str]]]:
+    h, w = contract.input_size
+    shape = f"{3 * contract.window * contract.volumes}x{h}x{w}"
+    out: list[tuple[str, dict[str, str]]] = []
+    for name in wanted:
+        ort_name = ORT_NAMES[name]
+        if ort_name not in available:
+            log.warning(
+                "provider %s is not in this onnxruntime build (%s); skipped",
+                name,
+                ", ".join(available),
+            )
+            continue
+        if name == "tensorrt":
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            opts = {
+                "trt_fp16_enable": "True" if fp16 else "False",
+                "trt_engine_cache_enable": "True",
+                "trt_engine_cache_path": str(cache_dir),
+                "trt_timing_cache_enable": "True",
+                "trt_profile_min_shapes": f"{INPUT_NAME}:1x{shape}",
+                "trt_profile_opt_shapes": f"{INPUT_NAME}:{max_batch}x{shape}",
+                "trt_profile_max_shapes": f"{INPUT_NAME}:{max_batch}x{shape}",
+            }
+            out.append((ort_name, opts))
+        else:
+            out.append((ort_name, {}))
+    if not out:
+        out.append((ORT_NAMES["cpu"], {}))
+    return out
+
+
+class OnnxFallClassifier:
+    """Runs an edge_hf ONNX model on batches of hyperframes; returns per-window fall probability."""
+
+    def __init__(
+        self,
+        path: Path,
+        providers: Sequence[str] = ("cpu",),
+        state_dir: Path | None = None,
+        fp16: bool = True,
+        max_batch: int = 16,
+        threads: int = 0,
+        on_slow_start: Callable[[], None] | None = None,
+    ) -> None:
+        import onnxruntime as ort
+
+        if not path.is_file():
+            raise UserError(f"model.path: {path} does not exist (see models/ for shipped models)")
+        opts = ort.SessionOptions()
+        if threads:
+            opts.intra_op_num_threads = threads
+        try:
+            meta = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+            self.contract = ModelContract.from_metadata(
+                meta.get_modelmeta().custom_metadata_map, str(path)
+            )
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        except Exception as exc:  # onnxruntime raises its own InvalidProtobuf/Fail types
+            raise UserError(f"model.path: {path} is not a loadable ONNX model ({exc})") from None
+        del meta
+        self.path = path
+        self.fall_index = list(self.contract.classes).index(self.contract.fall_class)
+        requested = _provider_list(
+            providers,
+            ort.get_available_providers(),
+            (state_dir or Path(".")) / "trt-cache",
+            fp16,
+            self.contract,
+            max_batch,
+        )
+        if on_slow_start is not None and requested[0][0] == ORT_NAMES["tensorrt"]:
+            on_slow_start()  # a TensorRT engine build can take minutes: tell systemd to wait
+        self.session = ort.InferenceSession(str(path), opts, providers=requested)
+        self.providers = list(self.session.get_providers())
+        if self.providers[0] != requested[0][0]:
+            log.warning(
+                "asked for %s but ONNX Runtime runs on %s (fell back)",
+                requested[0][0],
+                self.providers[0],
+            )
+        log.info("model %s on %s", path.name, ", ".join(self.providers))
+        self.on_cuda = self.providers[0] in (ORT_NAMES["tensorrt"], ORT_NAMES["cuda"])
+        self.device = torch.device("cuda" if self.on_cuda and torch.cuda.is_available() else "cpu")
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        c = self.contract
+        return 3 * c.window * c.volumes, c.input_size[0], c.input_size[1]
+
+    def warm_up(self, runs: int = 3) -> float:
+        """Run a few dummy batches (first runs allocate and, on TensorRT, build); return last ms."""
+        x = torch.zeros((1, *self.input_shape), dtype=torch.float32, device=self.device)
+        ms = 0.0
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            self.logits(x)
+            ms = (time.perf_counter() - t0) * 1000
+        return ms
+
+    def logits(self, batch: torch.Tensor) -> np.ndarray:
+        """(N, C) logits for an (N, 3T, H, W) float32 batch on CPU or CUDA."""
+        if batch.device.type == "cuda":
+            binding = self.session.io_binding()
+            batch = batch.contiguous()
+            binding.bind_input(
+                INPUT_NAME,
+                "cuda",
+                batch.device.index or 0,
+                np.float32,
+                tuple(batch.shape),
+                batch.data_ptr(),
+            )
+            binding.bind_output(OUTPUT_NAME, "cpu")
+            self.session.run_with_iobinding(binding)
+            return np.asarray(binding.copy_outputs_to_cpu()[0])
+        return np.asarray(self.session.run([OUTPUT_NAME], {INPUT_NAME: batch.numpy()})[0])
+
+    def fall_scores(self, batch: torch.Tensor) -> np.ndarray:
+        """Softmax probability of the fall class for each window in the batch."""
+        z = self.logits(batch).astype(np.float64)
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        return p[:, self.fall_index]

@@ -1,0 +1,248 @@
+"""The daemon's YAML configuration, validated once into one typed object.
+
+Every section forbids unknown keys, so a typo is an error, not a silent default. Errors are one
+line each: `file:line: key.path = value: what is wrong`. Secrets (the MQTT password) come from an
+environment variable or a file (systemd credentials), never only from the YAML.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from edge_hf.errors import UserError
+
+Provider = Literal["tensorrt", "cuda", "cpu"]
+NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelConfig(_Section):
+    """The ONNX model and how to run it."""
+
+    path: Path
+    providers: list[Provider] = Field(["tensorrt", "cuda", "cpu"], min_length=1)
+    threshold: float = Field(0.5, gt=0.0, lt=1.0)
+    fp16: bool = True  # TensorRT fp16 engine
+    # Optional expectations, checked against the model file's own metadata at start.
+    window: int | None = Field(None, ge=1)
+    input_size: tuple[int, int] | None = None
+
+    @field_validator("providers")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("each provider may appear once")
+        return v
+
+
+class CameraConfig(_Section):
+    """One camera: a file, /dev/videoN or index, rtsp/http URL, or a GStreamer pipeline."""
+
+    name: str = Field(min_length=1, max_length=64)
+    source: str = Field(min_length=1)
+    interval_ms: float | None = Field(None, gt=0)  # default: the model's
+    enabled: bool = True
+    realtime: bool = True  # files: play at their own frame rate (False: as fast as possible)
+    loop: bool = False  # files: start again at the end
+    stall_timeout_s: float = Field(5.0, gt=0)
+    open_timeout_s: float = Field(10.0, gt=0)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME.match(v):
+            raise ValueError("use letters, digits, '_' and '-' only (it becomes an MQTT topic)")
+        return v
+
+
+class DetectionConfig(_Section):
+    """How window scores become fall events."""
+
+    smoothing: Literal["k_of_n", "median"] = "k_of_n"
+    k: int = Field(2, ge=1)
+    n: int = Field(3, ge=1)
+    end_after: int = Field(5, ge=1)  # windows below threshold that end an event
+    max_event_s: float = Field(120.0, gt=0)
+    cooldown_s: float = Field(10.0, ge=0)
+    snapshot: bool = False  # JPEG of the window's centre frame, written before the event is sent
+
+    @model_validator(mode="after")
+    def _k_le_n(self) -> DetectionConfig:
+        if self.k > self.n:
+            raise ValueError(f"k ({self.k}) must not exceed n ({self.n})")
+        return self
+
+
+class TlsConfig(_Section):
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    insecure: bool = False  # skip hostname check (self-signed test brokers only)
+
+
+class MqttConfig(_Section):
+    """The broker that receives alerts (used when `enabled`)."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(1883, ge=1, le=65535)
+    topic_prefix: str = "edge_hf"
+    discovery_prefix: str = "homeassistant"
+    username: str | None = None
+    password_env: str | None = None
+    password_file: Path | None = None
+    tls: TlsConfig = TlsConfig()
+    qos: Literal[0, 1, 2] = 1
+    keepalive_s: int = Field(30, ge=5)
+    client_id: str | None = None
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> MqttConfig:
+        if self.password_env and self.password_file:
+            raise ValueError("give password_env or password_file, not both")
+        return self
+
+    def password(self) -> str | None:
+        """The password from the environment or a file (e.g. $CREDENTIALS_DIRECTORY/mqtt)."""
+        if self.password_env:
+            value = os.environ.get(self.password_env)
+            if value is None:
+                raise UserError(
+                    f"mqtt.password_env: environment variable {self.password_env} is not set"
+                )
+            return value
+        if self.password_file:
+            try:
+                return self.password_file.read_text().rstrip("\n")
+            except OSError as exc:
+                raise UserError(
+                    f"mqtt.password_file: cannot read {self.password_file} ({exc.strerror})"
+                ) from None
+        return None
+
+
+class Config(_Section):
+    """The whole daemon configuration."""
+
+    device_id: str = Field(min_length=1, max_length=64)
+    model: ModelConfig
+    cameras: list[CameraConfig] = Field(min_length=1)
+    detection: DetectionConfig = DetectionConfig()
+    mqtt: MqttConfig = MqttConfig()
+    state_dir: Path = Path("/var/lib/edge-hf")
+    max_batch: int = Field(16, ge=1)
+
+    @field_validator("device_id")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if not NAME.match(v):
+            raise ValueError("use letters, digits, '_' and '-' only (it becomes an MQTT topic)")
+        return v
+
+    @model_validator(mode="after")
+    def _unique_cameras(self) -> Config:
+        names = [c.name for c in self.cameras]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"camera names must be unique (repeated: {', '.join(dupes)})")
+        if not any(c.enabled for c in self.cameras):
+            raise ValueError("every camera is disabled: enable at least one")
+        return self
+
+    def enabled_cameras(self) -> list[CameraConfig]:
+        return [c for c in self.cameras if c.enabled]
+
+
+def _line_index(text: str) -> dict[tuple[Any, ...], int]:
+    """Map each key path in the YAML document to its 1-based line number."""
+    lines: dict[tuple[Any, ...], int] = {}
+
+    def walk(node: yaml.Node, path: tuple[Any, ...]) -> None:
+        lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                sub = (*path, key.value)
+                lines[sub] = key.start_mark.line + 1
+                walk(value, sub)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, (*path, i))
+
+    root = yaml.compose(text)
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def parse_config(text: str, source: str = "<config>") -> Config:
+    """Validate YAML text; the first problem becomes a one-line UserError naming file, line, key."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{where}: not valid YAML ({problem})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: expected a mapping of settings at the top level")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        lines = _line_index(text)
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        # The nearest enclosing key that appears in the file gives the line.
+        line = next((lines[loc[:i]] for i in range(len(loc), -1, -1) if loc[:i] in lines), 1)
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (check the spelling; see the README's configuration reference)"
+        value = "" if err["type"] in ("missing", "extra_forbidden") else f" = {err.get('input')!r}"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise UserError(f"{source}:{line}: {_dotted(loc)}{value}: {msg}{more}") from None
+
+
+def check_against_model(cfg: Config, contract: Any, source: str = "config") -> None:
+    """Refuse settings that contradict the model's metadata, naming both values."""
+    if cfg.model.window is not None and cfg.model.window != contract.window:
+        raise UserError(
+            f"{source}: model.window = {cfg.model.window} but {cfg.model.path} was trained with "
+            f"T={contract.window}; remove the key or use the matching model"
+        )
+    if cfg.model.input_size is not None and tuple(cfg.model.input_size) != tuple(
+        contract.input_size
+    ):
+        raise UserError(
+            f"{source}: model.input_size = {list(cfg.model.input_size)} but {cfg.model.path} "
+            f"expects {list(contract.input_size)}"
+        )
+    for i, cam in enumerate(cfg.cameras):
+        if cam.interval_ms is not None and abs(cam.interval_ms - contract.interval_ms) > 1e-6:
+            raise UserError(
+                f"{source}: cameras[{i}].interval_ms = {cam.interval_ms:g} but {cfg.model.path} "
+                f"was trained at {contract.interval_ms:g} ms; remove the key to use the model's"
+            )
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate a YAML config file."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the config ({exc.strerror})") from None
+    return parse_config(text, str(path))

@@ -1,0 +1,274 @@
+"""The composition root: config -> model -> cameras -> sink -> inference loop; stopped in reverse.
+
+Live (`run`): capture threads fill per-camera rings on their own schedule; the inference loop
+wakes on new samples, takes only the newest window of every camera that has one (older ones are
+counted as skipped: no queue can grow), stacks them into one batch with the shared hyperframe
+code and classifies the batch with one ONNX Runtime session.
+
+Replay: the same rings, builder, classifier and detectors, driven synchronously over a file by
+media time, so the output is deterministic.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edge_hf.capture import CaptureThread, sample_by_media_time
+from edge_hf.classifier import OnnxFallClassifier
+from edge_hf.config import CameraConfig, Config, check_against_model
+from edge_hf.events import FallDetector, ModelInfo
+from edge_hf.hyperframe import HyperframeBuilder
+from edge_hf.ring import FrameRing, Window
+from edge_hf.sinks import AlertSink
+from edge_hf.sources import SourceError, make_source
+from edge_hf.video import to_model_rgb
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CameraRuntime:
+    """A camera's live parts and counters."""
+
+    cfg: CameraConfig
+    interval_s: float
+    ring: FrameRing
+    detector: FallDetector
+    thread: CaptureThread | None = None
+    last_seq: int = 0
+    windows: int = 0
+    skipped: int = 0
+    status: str = "starting"
+    scores: list[float] = field(default_factory=list)
+
+
+@dataclass
+class PipelineStats:
+    """Pipeline-wide counters (read by status, metrics and the benchmarks)."""
+
+    batches: int = 0
+    windows: int = 0
+    inference_ms: list[float] = field(default_factory=list)  # recent, bounded
+    latency_ms: list[float] = field(default_factory=list)  # newest sample -> decision, recent
+    last_progress: float = field(default_factory=time.monotonic)
+
+    def record(self, inference_ms: float, latencies: Iterable[float]) -> None:
+        self.inference_ms.append(inference_ms)
+        self.latency_ms.extend(latencies)
+        del self.inference_ms[:-1000], self.latency_ms[:-1000]
+        self.last_progress = time.monotonic()
+
+
+class Pipeline:
+    """Builds every component from one Config and runs them."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        sink: AlertSink,
+        source_override: str | None = None,
+        on_slow_start: Callable[[], None] | None = None,
+        config_name: str = "config",
+    ) -> None:
+        self.cfg = cfg
+        self.sink = sink
+        self.stop = threading.Event()
+        self._new_sample = threading.Event()
+        self.stats = PipelineStats()
+        self.classifier = OnnxFallClassifier(
+            cfg.model.path,
+            cfg.model.providers,
+            cfg.state_dir,
+            cfg.model.fp16,
+            cfg.max_batch,
+            on_slow_start=on_slow_start,
+        )
+        contract = self.classifier.contract
+        check_against_model(cfg, contract, config_name)
+        self.window = contract.window
+        self.size = contract.input_size
+        self.builder = HyperframeBuilder(contract.mean, contract.std, self.classifier.device)
+        info = ModelInfo(cfg.model.path.name, contract.window, contract.interval_ms)
+        cameras = cfg.enabled_cameras()
+        if source_override is not None:
+            cameras = [cameras[0].model_copy(update={"source": source_override})]
+        self.cameras = [self._camera(c, info, contract.interval_ms) for c in cameras]
+
+    def _camera(self, c: CameraConfig, info: ModelInfo, model_interval_ms: float) -> CameraRuntime:
+        interval_s = (c.interval_ms or model_interval_ms) / 1000.0
+        ring = FrameRing(max(4 * self.window, 16), (*self.size, 3), notify=self._new_sample)
+        detector = FallDetector(
+            c.name,
+            self.cfg.device_id,
+            self.cfg.detection,
+            self.cfg.model.threshold,
+            info,
+            snapshot_dir=self.cfg.state_dir / "snapshots",
+        )
+        return CameraRuntime(c, interval_s, ring, detector)
+
+    # ------------------------------------------------------------------ the shared step
+
+    def process(
+        self,
+        due: list[tuple[CameraRuntime, Window]],
+        to_unix: Callable[[float], float],
+        live: bool = True,
+    ) -> None:
+        """Classify the windows in batches and let each camera's detector decide."""
+        for i in range(0, len(due), self.cfg.max_batch):
+            chunk = due[i : i + self.cfg.max_batch]
+            t0 = time.perf_counter()
+            batch = self.builder.stack_batch([w.frames for _, w in chunk])
+            scores = self.classifier.fall_scores(batch)
+            ms = (time.perf_counter() - t0) * 1000
+            now = time.monotonic()
+            self.stats.batches += 1
+            self.stats.windows += len(chunk)
+            # Latency (newest sample -> decision) only means something on the live clock.
+            self.stats.record(ms, [(now - w.times[-1]) * 1000 for _, w in chunk] if live else [])
+            for (cam, w), score in zip(chunk, scores, strict=True):
+                cam.windows += 1
+                cam.scores.append(float(score))
+                centre = w.frames[len(w.frames) // 2]
+                for event in cam.detector.update(float(score), to_unix(w.times[-1]), centre):
+                    self.sink.send(event)
+
+    # ------------------------------------------------------------------ live
+
+    def _due_windows(self) -> list[tuple[CameraRuntime, Window]]:
+        due = []
+        for cam in self.cameras:
+            seq = cam.ring.seq
+            if seq <= cam.last_seq:
+                continue
+            if cam.last_seq > 0:
+                cam.skipped += seq - cam.last_seq - 1  # only the newest window is classified
+            w = cam.ring.window(self.window)
+            if w is not None:
+                cam.last_seq = w.seq + 1
+                due.append((cam, w))
+        return due
+
+    def _update_status(self) -> None:
+        for cam in self.cameras:
+            if cam.thread is None:
+                continue
+            cam.thread.check_stall()
+            state = cam.thread.stats.state
+            status = {"online": "online", "stalled": "stalled"}.get(state, "offline")
+            if state == "starting":
+                continue
+            if status != cam.status:
+                cam.status = status
+                self.sink.camera_status(cam.cfg.name, status)
+
+    def start(self) -> None:
+        """Open the sink, warm the model up and start one capture thread per camera."""
+        self.sink.start()
+        ms = self.classifier.warm_up()
+        log.info("model warm: %.1f ms per window", ms)
+        for cam in self.cameras:
+            c = cam.cfg
+
+            def factory(c: CameraConfig = c) -> Any:
+                return make_source(
+                    c.source, c.realtime, c.loop, c.open_timeout_s, c.stall_timeout_s
+                )
+
+            cam.thread = CaptureThread(
+                c.name, factory, cam.ring, cam.interval_s, self.size, self.stop, c.stall_timeout_s
+            )
+            cam.thread.start()
+
+    def run(self, drain_s: float = 5.0) -> None:
+        """The inference loop, until `stop` is set or every (file) camera has ended."""
+        wall_offset = time.time() - time.monotonic()
+        try:
+            while not self.stop.is_set():
+                self._new_sample.wait(0.5)
+                self._new_sample.clear()
+                due = self._due_windows()
+                if due:
+                    self.process(due, lambda t: t + wall_offset)
+                self._update_status()
+                if all(c.thread is not None and not c.thread.is_alive() for c in self.cameras):
+                    log.info("every camera has ended")
+                    break
+        finally:
+            self.shutdown(drain_s, wall_offset)
+
+    def shutdown(self, drain_s: float, wall_offset: float) -> None:
+        """Stop capture, classify what is left within the budget, close events, close the sink."""
+        self.stop.set()
+        deadline = time.monotonic() + drain_s
+        for cam in self.cameras:
+            if cam.thread is not None:
+                cam.thread.join(max(0.0, deadline - time.monotonic()))
+        due = self._due_windows()
+        if due and time.monotonic() < deadline:
+            self.process(due, lambda t: t + wall_offset)
+        elif due:
+            log.warning("shutdown: dropped %d unclassified windows (drain budget spent)", len(due))
+        now = time.time()
+        for cam in self.cameras:
+            for event in cam.detector.close(now):
+                self.sink.send(event)
+            self.sink.camera_status(cam.cfg.name, "offline")
+        self.sink.close()
+
+    # ------------------------------------------------------------------ replay
+
+    def replay(self, origin_unix: float = 0.0) -> None:
+        """Each camera's file as fast as possible, sampled by media time; deterministic."""
+        self.sink.start()
+        try:
+            for cam in self.cameras:
+                src = make_source(cam.cfg.source, realtime=False)
+                try:
+                    src.open()
+                except SourceError as exc:
+                    raise SourceError(f"cameras.{cam.cfg.name}.source: {exc}") from None
+                last_t = 0.0
+                try:
+                    for t, frame in sample_by_media_time(src, cam.interval_s):
+                        cam.ring.write(to_model_rgb(frame, self.size), t)
+                        window = cam.ring.window(self.window)
+                        if window is not None:
+                            self.process([(cam, window)], lambda s: origin_unix + s, live=False)
+                        last_t = t
+                finally:
+                    src.release()
+                for event in cam.detector.close(origin_unix + last_t):
+                    self.sink.send(event)
+        finally:
+            self.sink.close()
+
+
+def score_timeline_png(path: Path, cameras: list[CameraRuntime], threshold: float) -> None:
+    """Plot each camera's window scores against the threshold."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 3))
+    for cam in cameras:
+        t = np.arange(len(cam.scores)) * cam.interval_s
+        ax.plot(t, cam.scores, label=cam.cfg.name)
+    ax.axhline(threshold, color="red", linestyle="--", label="threshold")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("fall probability")
+    ax.set_ylim(0, 1.02)
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,75 @@
+"""A per-camera ring of preallocated frame slots: one writer that never waits, readers that copy.
+
+The capture thread writes each sampled frame into the next slot and publishes a sequence number;
+it never takes a lock and never waits for the consumer. A reader copies the last T slots and then
+checks that the writer did not lap them meanwhile (a seqlock); if it did, it retries. Frames the
+writer overwrote before any reader saw them are counted as dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Window:
+    """The last T samples of a camera, oldest first, copied out of the ring."""
+
+    frames: list[np.ndarray]  # T arrays (H, W, 3) uint8 RGB
+    times: list[float]  # sample time of each frame (monotonic or media seconds)
+    seq: int  # sequence number of the newest sample
+
+
+class FrameRing:
+    """`capacity` preallocated (H, W, 3) uint8 slots with their sample times."""
+
+    def __init__(
+        self, capacity: int, shape: tuple[int, int, int], notify: threading.Event | None = None
+    ) -> None:
+        if capacity < 2:
+            raise ValueError("a ring needs at least 2 slots")
+        self.capacity = capacity
+        self._slots = np.zeros((capacity, *shape), dtype=np.uint8)
+        self._times = np.zeros(capacity, dtype=np.float64)
+        self._seq = 0  # number of frames written; the newest is at (seq - 1) % capacity
+        self._read_seq = 0  # newest sequence number any reader has taken
+        self.dropped = 0  # frames overwritten before a reader saw them
+        self._notify = notify  # set after every write: wakes the consumer, never waits for it
+
+    @property
+    def seq(self) -> int:
+        return self._seq
+
+    def write(self, frame: np.ndarray, t: float) -> None:
+        """Store a frame (copied into the next slot). Never blocks on readers."""
+        i = self._seq % self.capacity
+        np.copyto(self._slots[i], frame)
+        self._times[i] = t
+        unread = self._seq - self._read_seq
+        if unread >= self.capacity:
+            self.dropped += 1
+        self._seq += 1  # publish after the copy: readers never see a half-written newest slot
+        if self._notify is not None:
+            self._notify.set()
+
+    def window(self, t: int) -> Window | None:
+        """Copy of the newest `t` samples, oldest first; before `t` samples exist the oldest is
+        repeated (the same clamp rule as `frame_indices` at a clip's start). None if empty."""
+        if t > self.capacity - 1:
+            raise ValueError(f"window of {t} needs a ring of more than {t} slots")
+        for _ in range(100):
+            seq = self._seq
+            if seq == 0:
+                return None
+            seqs = [max(s, 0) for s in range(seq - t, seq)]
+            idx = [s % self.capacity for s in seqs]
+            frames = [self._slots[i].copy() for i in idx]
+            times = [float(self._times[i]) for i in idx]
+            # The copies are valid unless the writer came round to the oldest of them meanwhile.
+            if self._seq - seqs[0] < self.capacity:
+                self._read_seq = max(self._read_seq, seq)
+                return Window(frames, times, seq - 1)
+        raise RuntimeError("ring writer keeps lapping the reader; make the ring larger")

@@ -1,0 +1,56 @@
+"""Where events go: one small interface, a JSON-lines sink here and the MQTT publisher later."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from typing import Any, Protocol, TextIO
+
+
+class AlertSink(Protocol):
+    """What the pipeline needs from an alert destination."""
+
+    def start(self) -> None:
+        """Connect or open; must not block on an unreachable destination."""
+        ...
+
+    def send(self, event: dict[str, Any]) -> None:
+        """Deliver one event (start/end); durable sinks persist it before returning."""
+        ...
+
+    def camera_status(self, camera: str, status: str) -> None:
+        """A camera became online, stalled or offline."""
+        ...
+
+    def close(self) -> None:
+        """Flush and disconnect (the pipeline's last call)."""
+        ...
+
+
+class JsonLinesSink:
+    """One JSON object per event and line, on stdout or an open text file."""
+
+    def __init__(self, stream: TextIO | None = None, statuses: bool = False) -> None:
+        self.stream = stream or sys.stdout
+        self.statuses = statuses
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        return None
+
+    def send(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            self.events.append(event)
+            self.stream.write(json.dumps(event, sort_keys=True) + "\n")
+            self.stream.flush()
+
+    def camera_status(self, camera: str, status: str) -> None:
+        if self.statuses:
+            with self._lock:
+                self.stream.write(json.dumps({"camera": camera, "status": status}) + "\n")
+                self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.flush()

@@ -1,0 +1,156 @@
+"""Frame sources behind one small interface: video file, V4L2 device, RTSP/HTTP URL, GStreamer.
+
+Each source opens with `open()`, hands out (frame, media time in seconds) with `read()`, and is
+closed with `release()`. None of them is shared between threads: the capture thread owns its
+source, so no decoder crosses a thread or a fork.
+
+GStreamer examples (Jetson, JetPack's OpenCV):
+- CSI camera: ``nvarguscamerasrc sensor-id=0 ! video/x-raw(memory:NVMM),width=1280,height=720,
+  framerate=30/1 ! nvvidconv ! video/x-raw,format=BGRx ! videoconvert ! video/x-raw,format=BGR
+  ! appsink drop=true max-buffers=1``
+- RTSP with hardware decoding: ``rtspsrc location=rtsp://cam/stream latency=200 ! rtph264depay
+  ! h264parse ! nvv4l2decoder ! nvvidconv ! video/x-raw,format=BGRx ! videoconvert
+  ! video/x-raw,format=BGR ! appsink drop=true max-buffers=1``
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from pathlib import Path
+from typing import Protocol
+
+import cv2
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+class SourceError(Exception):
+    """A source that cannot be opened or stopped delivering frames."""
+
+
+class FrameSource(Protocol):
+    """What the capture thread needs from a camera."""
+
+    description: str
+    live: bool  # True: read() blocks until the camera has a frame; False: a file
+
+    def open(self) -> None: ...
+    def read(self) -> tuple[np.ndarray, float] | None:
+        """The next BGR frame and its media time (s); None at the end of a file or on failure."""
+        ...
+
+    def release(self) -> None: ...
+
+
+class OpenCVSource:
+    """Anything OpenCV's VideoCapture reads: a file, a V4L2 device, a URL, a GStreamer string."""
+
+    def __init__(
+        self,
+        target: str | int,
+        backend: int = cv2.CAP_ANY,
+        live: bool = True,
+        realtime: bool = False,
+        loop: bool = False,
+        open_timeout_s: float = 10.0,
+        read_timeout_s: float = 5.0,
+        description: str | None = None,
+    ) -> None:
+        self.target = target
+        self.backend = backend
+        self.live = live
+        self.realtime = realtime and not live
+        self.loop = loop and not live
+        self.open_timeout_s = open_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self.description = description or str(target)
+        self._cap: cv2.VideoCapture | None = None
+        self._fps = 0.0
+        self._index = 0
+        self._offset_s = 0.0  # media time added per loop of a file
+        self._t0 = 0.0
+
+    def open(self) -> None:
+        params: list[int] = []
+        if self.backend in (cv2.CAP_FFMPEG, cv2.CAP_ANY) and isinstance(self.target, str):
+            params = [
+                cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, int(self.open_timeout_s * 1000),
+                cv2.CAP_PROP_READ_TIMEOUT_MSEC, int(self.read_timeout_s * 1000),
+            ]  # fmt: skip
+        cap = cv2.VideoCapture(self.target, self.backend, params)
+        if not cap.isOpened():
+            cap.release()
+            raise SourceError(f"cannot open {self.description}")
+        self._cap = cap
+        self._fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
+        if not self.live and not (0 < self._fps < 1000):
+            self._fps = 30.0
+            log.warning("%s: unknown frame rate, assuming 30 fps", self.description)
+        self._index = 0
+        self._offset_s = 0.0
+        self._t0 = time.monotonic()
+
+    def read(self) -> tuple[np.ndarray, float] | None:
+        if self._cap is None:
+            raise SourceError(f"{self.description} is not open")
+        ok, frame = self._cap.read()
+        if not ok and self.loop and self._index > 0:
+            self._offset_s += self._index / self._fps
+            self._index = 0
+            self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
+            ok, frame = self._cap.read()
+        if not ok:
+            return None
+        if self.live:
+            return frame, time.monotonic() - self._t0
+        media_t = self._offset_s + self._index / self._fps
+        self._index += 1
+        if self.realtime:  # pace a file like a camera
+            delay = self._t0 + media_t - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        return frame, media_t
+
+    @property
+    def fps(self) -> float:
+        return self._fps
+
+    def release(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+            self._cap = None
+
+
+_DEVICE = re.compile(r"^(/dev/video\d+|\d+)$")
+
+
+def make_source(
+    source: str,
+    realtime: bool = True,
+    loop: bool = False,
+    open_timeout_s: float = 10.0,
+    read_timeout_s: float = 5.0,
+) -> OpenCVSource:
+    """Pick the backend from the source string: device, URL, GStreamer pipeline, or file."""
+    if _DEVICE.match(source):
+        target: str | int = int(source) if source.isdigit() else source
+        return OpenCVSource(target, cv2.CAP_V4L2, live=True, description=f"V4L2 {source}")
+    if re.match(r"^(rtsp|rtsps|http|https|rtmp|udp|tcp)://", source):
+        return OpenCVSource(
+            source, cv2.CAP_FFMPEG, live=True, open_timeout_s=open_timeout_s,
+            read_timeout_s=read_timeout_s, description=_redact(source),
+        )  # fmt: skip
+    if "appsink" in source or " ! " in source:
+        return OpenCVSource(source, cv2.CAP_GSTREAMER, live=True, description="GStreamer pipeline")
+    path = Path(source)
+    return OpenCVSource(
+        str(path), cv2.CAP_FFMPEG, live=False, realtime=realtime, loop=loop, description=str(path)
+    )
+
+
+def _redact(url: str) -> str:
+    """A URL without its password, for logs."""
+    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
