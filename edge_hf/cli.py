@@ -308,7 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser(
-        "replay", help="the daemon's pipeline over a video file, as fast as possible"
+        "replay",
+        parents=[common],
+        help="the daemon's pipeline over a video file, as fast as possible",
     )
     p.add_argument("--config", help="daemon config (its first enabled camera is replayed)")
     p.add_argument("--video", help="the video file (overrides the camera's source)")
