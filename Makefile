@@ -47,10 +47,12 @@ format: $(STAMP)
 test: $(STAMP) mosquitto lint
 	$(VENV)/bin/pytest
 
+# Two generated scenes (a fall, and a slow lie-down ending in the same pose) played as two
+# real-time cameras through the daemon with the shipped model; events print as they happen.
 demo: $(STAMP)
-	@echo "edge_hf demo: once the daemon lands (issue 4) this will generate a fall clip and a"
-	@echo "non-fall clip, run the daemon with the shipped model over them and print its events."
-	$(VENV)/bin/edge-hf --version
+	$(VENV)/bin/edge-hf synth --demo --out demo
+	$(VENV)/bin/edge-hf check --config deploy/demo.yaml
+	$(VENV)/bin/edge-hf run --config deploy/demo.yaml --statuses
 
 # The shipped synthetic demo model: data, diagnose (trains T=3, T=1 and the time-shuffled control
 # on the same budget), export, held-out evaluation at another fps, model card. About an hour on

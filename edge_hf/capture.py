@@ -81,20 +81,20 @@ class CaptureThread(threading.Thread):
         self.ring = ring
         self.interval_s = interval_s
         self.size = size
-        self._stop = stop
+        self._stop_event = stop
         self.stall_timeout_s = stall_timeout_s
         self.max_backoff_s = max_backoff_s
         self.stats = CameraStats()
 
     def run(self) -> None:
         backoff = 0.5
-        while not self._stop.is_set():
+        while not self._stop_event.is_set():
             src = self._make_source()
             try:
                 src.open()
             except SourceError as exc:
                 self._set_stalled(str(exc))
-                self._stop.wait(backoff)
+                self._stop_event.wait(backoff)
                 backoff = min(backoff * 2, self.max_backoff_s)
                 self.stats.reconnects += 1
                 continue
@@ -109,9 +109,9 @@ class CaptureThread(threading.Thread):
                 self.stats.state = "ended"
                 log.info("%s: end of %s", self.camera, src.description)
                 return
-            if not self._stop.is_set():
+            if not self._stop_event.is_set():
                 self._set_stalled(f"{src.description} stopped delivering frames")
-                self._stop.wait(backoff)
+                self._stop_event.wait(backoff)
                 self.stats.reconnects += 1
         self.stats.state = "stopped"
 
@@ -127,7 +127,7 @@ class CaptureThread(threading.Thread):
         t0 = time.monotonic()
         k = 0
         latest: np.ndarray | None = None
-        while not self._stop.is_set():
+        while not self._stop_event.is_set():
             got = src.read()
             now = time.monotonic()
             if got is None:

@@ -31,8 +31,13 @@ def _cmd_window(args: argparse.Namespace) -> int:
 def _cmd_synth(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from edge_hf.synth import CLASSES, generate
+    from edge_hf.synth import CLASSES, generate, write_demo_clips
 
+    if args.demo:
+        for path in write_demo_clips(Path(args.out), args.fps or 15.0):
+            print(f"wrote {path}")
+        return 0
+    args.fps = args.fps or 30.0
     classes = tuple(args.classes or CLASSES)
     bad = sorted(set(classes) - set(CLASSES))
     if bad:
@@ -262,8 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--clips", type=int, default=20, help="clips per class")
-    p.add_argument("--fps", type=float, default=30.0)
+    p.add_argument("--fps", type=float, default=None, help="frame rate (default 30; demo 15)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--demo", action="store_true", help="write the two demo scenes instead")
     p.add_argument("--width", type=int, default=320)
     p.add_argument("--height", type=int, default=240)
     p.add_argument("--classes", nargs="+", help="subset of the classes (default: all)")

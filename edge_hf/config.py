@@ -70,7 +70,7 @@ class DetectionConfig(_Section):
     smoothing: Literal["k_of_n", "median"] = "k_of_n"
     k: int = Field(2, ge=1)
     n: int = Field(3, ge=1)
-    end_after: int = Field(5, ge=1)  # windows below threshold that end an event
+    end_after: int = Field(20, ge=1)  # windows below threshold that end an event
     max_event_s: float = Field(120.0, gt=0)
     cooldown_s: float = Field(10.0, ge=0)
     snapshot: bool = False  # JPEG of the window's centre frame, written before the event is sent

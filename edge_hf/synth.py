@@ -63,11 +63,19 @@ class _Action:
     duration_s: float
 
 
-def _make_action(label: str, rng: np.random.Generator, width: int) -> _Action:
+def _make_action(
+    label: str,
+    rng: np.random.Generator,
+    width: int,
+    lead_s: float | None = None,
+    tail_s: float | None = None,
+) -> _Action:
     side = rng.choice([-1.0, 1.0])  # which way the body goes down / faces
     x0 = float(rng.uniform(0.3, 0.7) * width)
     lead = float(rng.uniform(0.3, 0.6))
     tail = float(rng.uniform(0.3, 0.6))
+    lead = lead if lead_s is None else lead_s  # draws above keep the rng sequence unchanged
+    tail = tail if tail_s is None else tail_s
     stand = Pose(x0, 0.0, 0.0, 0.0, 0.0, float(side))
     if label in ("fall", "lie_down"):
         # Same path and easing; only the speed differs.
@@ -195,12 +203,21 @@ def _draw_person(img: np.ndarray, pose: Pose, look: _Look) -> None:
 
 
 def render_clip(
-    label: str, seed: int, fps: float, width: int = 320, height: int = 240
+    label: str,
+    seed: int,
+    fps: float,
+    width: int = 320,
+    height: int = 240,
+    lead_s: float | None = None,
+    tail_s: float | None = None,
 ) -> tuple[Iterator[np.ndarray], _Action, int]:
-    """Frames (BGR uint8) of one clip, its action timing and its frame count."""
+    """Frames (BGR uint8) of one clip, its action timing and its frame count.
+
+    `lead_s` / `tail_s` override the still time before and after the action (demo scenes).
+    """
     rng = np.random.default_rng(seed)
     look = _make_look(rng, width, height)
-    action = _make_action(label, rng, width)
+    action = _make_action(label, rng, width, lead_s, tail_s)
     n_frames = max(1, round(action.duration_s * fps))
     drift_phase, drift_amp = float(rng.uniform(0, 2 * math.pi)), float(rng.uniform(0.03, 0.12))
     jitter = float(rng.uniform(0.3, 1.5))
@@ -278,3 +295,20 @@ def generate(
         writer.writeheader()
         writer.writerows(rows)
     return manifest
+
+
+DEMO_CLIPS = {"fall_demo.mp4": ("fall", 7), "lie_down_demo.mp4": ("lie_down", 8)}
+
+
+def write_demo_clips(out: Path, fps: float = 15.0) -> list[Path]:
+    """Two demo scenes at `fps`: a fall, and its hard negative, a slow lie-down (same end pose).
+
+    Each stands still for 3 s first and stays down for 4 s after, like a camera would see it.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, (label, seed) in DEMO_CLIPS.items():
+        frames, _, _ = render_clip(label, 9000 + seed, fps, 320, 240, lead_s=3.0, tail_s=4.0)
+        write_video(out / name, frames, fps, (320, 240))
+        paths.append(out / name)
+    return paths
