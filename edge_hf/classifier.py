@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from edge_hf.contract import INPUT_NAME, OUTPUT_NAME, ModelContract
-from edge_hf.errors import UserError
+from edge_hf.contract import INPUT_NAME, OUTPUT_NAME, ModelContract, read_contract
 
 log = logging.getLogger(__name__)
 
@@ -81,21 +80,10 @@ class OnnxFallClassifier:
     ) -> None:
         import onnxruntime as ort
 
-        if not path.is_file():
-            raise UserError(f"model.path: {path} does not exist (see models/ for shipped models)")
         opts = ort.SessionOptions()
         if threads:
             opts.intra_op_num_threads = threads
-        try:
-            meta = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-            self.contract = ModelContract.from_metadata(
-                meta.get_modelmeta().custom_metadata_map, str(path)
-            )
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
-        except Exception as exc:  # onnxruntime raises its own InvalidProtobuf/Fail types
-            raise UserError(f"model.path: {path} is not a loadable ONNX model ({exc})") from None
-        del meta
+        self.contract = read_contract(path)
         self.path = path
         self.fall_index = list(self.contract.classes).index(self.contract.fall_class)
         requested = _provider_list(

@@ -117,11 +117,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _load_checked(path: str) -> typing.Any:
     """Config plus the model's contract check: what `check` validates and `run` starts from."""
-    from edge_hf.classifier import OnnxFallClassifier
     from edge_hf.config import check_against_model, load_config
+    from edge_hf.contract import read_contract
 
     cfg = load_config(Path(path))
-    contract = OnnxFallClassifier(cfg.model.path, ["cpu"]).contract
+    contract = read_contract(cfg.model.path)
     check_against_model(cfg, contract, path)
     return cfg, contract
 

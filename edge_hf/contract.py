@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
-from edge_hf.hyperframe import CHANNEL_ORDER
+from edge_hf.errors import UserError
 
 INPUT_NAME, OUTPUT_NAME = "hyperframe", "logits"
+CHANNEL_ORDER = "time-major-rgb"  # channels 3k..3k+2 are frame k's R, G, B, oldest frame first
 
 
 @dataclass(frozen=True)
@@ -68,3 +70,20 @@ class ModelContract:
             )
         except (ValueError, IndexError, TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{source}: bad edge_hf metadata ({exc})") from None
+
+
+def read_contract(path: Path) -> ModelContract:
+    """The model's contract from its ONNX metadata; a one-line UserError if unusable."""
+    import onnxruntime as ort
+
+    if not path.is_file():
+        raise UserError(f"model.path: {path} does not exist (see models/ for shipped models)")
+    try:
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own InvalidProtobuf/Fail types
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"model.path: {path} is not a loadable ONNX model ({msg})") from None
+    try:
+        return ModelContract.from_metadata(session.get_modelmeta().custom_metadata_map, str(path))
+    except ValueError as exc:
+        raise UserError(f"model.path: {exc}") from None

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from edge_hf.contract import INPUT_NAME, OUTPUT_NAME, ModelContract
+from edge_hf.contract import INPUT_NAME, OUTPUT_NAME
 from edge_hf.data import HyperframeDataset, WindowSpec, decode_clips, load_clips
 from edge_hf.errors import UserError
 from edge_hf.hyperframe import stack_frames
@@ -31,15 +31,10 @@ class OnnxClassifier(nn.Module):
         super().__init__()
         import onnxruntime as ort
 
-        try:
-            self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        except Exception as exc:  # ORT raises its own Fail/InvalidGraph types
-            raise UserError(f"{path}: ONNX Runtime cannot load it ({exc})") from None
-        meta = self.session.get_modelmeta().custom_metadata_map
-        try:
-            self.contract = ModelContract.from_metadata(meta, str(path))
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
+        from edge_hf.contract import read_contract
+
+        self.contract = read_contract(path)
+        self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.session.run([OUTPUT_NAME], {INPUT_NAME: x.numpy()})[0]

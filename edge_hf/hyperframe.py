@@ -18,7 +18,6 @@ import torch
 # ImageNet statistics per RGB channel on the 0-1 scale (pixel / 255), as torchvision gives them.
 IMAGENET_MEAN: tuple[float, float, float] = (0.485, 0.456, 0.406)
 IMAGENET_STD: tuple[float, float, float] = (0.229, 0.224, 0.225)
-CHANNEL_ORDER = "time-major-rgb"
 
 Frame: TypeAlias = np.ndarray | torch.Tensor
 

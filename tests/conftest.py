@@ -59,3 +59,24 @@ def frame_number(frame: np.ndarray) -> int:
         gray[:, (b * w // BITS) + 2 : ((b + 1) * w // BITS) - 2].mean() > 127 for b in range(BITS)
     ]
     return sum(1 << b for b, on in enumerate(bits) if on)
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained but real edge_hf export (mobilenet_v3_small, T=3, 64x64, 6 classes)."""
+    from edge_hf.export import export_onnx
+    from edge_hf.models import build_model
+    from edge_hf.synth import CLASSES
+    from edge_hf.train import TrainConfig, save_checkpoint
+
+    out = tmp_path_factory.mktemp("tiny_model")
+    cfg = TrainConfig(data="none", backbone="mobilenet_v3_small", input_size=64)
+    model = build_model(cfg.backbone, cfg.window, len(CLASSES))
+    save_checkpoint(out / "tiny.pt", model, cfg, sorted(CLASSES))
+    export_onnx(out / "tiny.pt", out / "tiny.onnx")
+    return out / "tiny.onnx"
+
+
+SHIPPED_MODEL = (
+    Path(__file__).resolve().parents[1] / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
+)

@@ -1,0 +1,134 @@
+"""The daemon's YAML config: typed, strict, and every mistake a one-line error with exit code 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edge_hf.config import parse_config
+from edge_hf.errors import UserError
+
+GOOD = """\
+device_id: hall
+model:
+  path: {model}
+  providers: [cpu]
+cameras:
+  - name: door
+    source: /dev/video0
+  - name: bed
+    source: rtsp://user:pw@cam.local/stream
+state_dir: {state}
+"""
+
+
+def _good(model: Path, tmp_path: Path) -> str:
+    return GOOD.format(model=model, state=tmp_path / "state")
+
+
+def test_a_good_config_gives_typed_defaults(tiny_onnx: Path, tmp_path: Path) -> None:
+    cfg = parse_config(_good(tiny_onnx, tmp_path), "c.yaml")
+    assert cfg.model.path == tiny_onnx and cfg.model.providers == ["cpu"]
+    assert cfg.model.threshold == 0.5 and cfg.detection.smoothing == "k_of_n"
+    assert [c.name for c in cfg.enabled_cameras()] == ["door", "bed"]
+    assert cfg.cameras[0].interval_ms is None, "defaults to the model's"
+    assert cfg.mqtt.topic_prefix == "edge_hf" and cfg.mqtt.enabled is False
+
+
+def _replace(text: str, old: str, new: str) -> str:
+    assert old in text, old
+    return text.replace(old, new)
+
+
+BAD = [
+    # (edit of the good config, what the one-line message must contain)
+    (lambda t: _replace(t, "  providers: [cpu]", "  providers: [cpu]\n  treshold: 0.4"),
+     r"c.yaml:5: model.treshold: unknown key"),
+    (lambda t: _replace(t, "  providers: [cpu]", "  providers: [cpu]\n  threshold: 1.5"),
+     r"c.yaml:5: model.threshold = 1.5"),
+    (lambda t: _replace(t, "  providers: [cpu]", "  providers: [gpu]"), r"model.providers\[0\] = 'gpu'"),
+    (lambda t: _replace(t, "device_id: hall\n", ""), r"device_id: Field required"),
+    (lambda t: _replace(t, "name: bed", "name: door"), r"camera names must be unique \(repeated: door\)"),
+    (lambda t: _replace(t, "name: bed", "name: bed room"), r"c.yaml:8: cameras\[1\].name = 'bed room'"),
+    (lambda t: _replace(t, "source: /dev/video0", "source: /dev/video0\n    interval_ms: -100"),
+     r"cameras\[0\].interval_ms = -100"),
+    (lambda t: t + "detection:\n  k: 4\n  n: 3\n", r"k \(4\) must not exceed n \(3\)"),
+    (lambda t: t + "mqtt:\n  password_env: X\n  password_file: /run/x\n", r"not both"),
+    (lambda t: _replace(t, "cameras:", "cameras: ["), r"c.yaml:\d+: not valid YAML"),
+    (lambda t: t + "mqtt:\n  port: 99999\n", r"mqtt.port = 99999"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("edit", "message"), BAD)
+def test_bad_configs_are_one_line_errors_naming_file_line_and_key(
+    edit, message: str, tiny_onnx: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(UserError, match=message) as info:
+        parse_config(edit(_good(tiny_onnx, tmp_path)), "c.yaml")
+    assert "\n" not in str(info.value)
+
+
+def _check(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "check", "--config", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+CLI_BAD = [
+    ("unknown key", lambda t: _replace(t, "device_id: hall", "device_id: hall\ndevise: x"), "devise"),
+    ("threshold", lambda t: _replace(t, "  providers: [cpu]", "  threshold: 0"), "model.threshold"),
+    ("missing model", lambda t: _replace(t, "tiny.onnx", "gone.onnx"), "does not exist"),
+    ("window", lambda t: _replace(t, "  providers: [cpu]", "  window: 5"), "T=3"),
+    ("input size", lambda t: _replace(t, "  providers: [cpu]", "  input_size: [96, 96]"), "[64, 64]"),
+    ("interval", lambda t: _replace(t, "source: /dev/video0", "source: x.mp4\n    interval_ms: 200"),
+     "trained at 100 ms"),
+    ("not a mapping", lambda t: "- just\n- a list\n", "mapping"),
+    ("no cameras", lambda t: t.split("cameras:")[0] + "cameras: []\n", "cameras"),
+    ("all disabled", lambda t: _replace(_replace(t, "/dev/video0", "/dev/video0\n    enabled: false"),
+     "stream", "stream\n    enabled: false"), "every camera is disabled"),
+    ("yaml syntax", lambda t: t + "  : :\n bad", "not valid YAML"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "edit", "needle"), CLI_BAD, ids=[c[0] for c in CLI_BAD])
+def test_check_command_exit_2_one_line(
+    name: str, edit, needle: str, tiny_onnx: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "edge-hf.yaml"
+    path.write_text(edit(_good(tiny_onnx, tmp_path)))
+    proc = _check(path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+    assert str(path) in lines[0] or "model.path" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_check_accepts_the_good_config_and_a_missing_file_is_one_line(
+    tiny_onnx: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "edge-hf.yaml"
+    path.write_text(_good(tiny_onnx, tmp_path))
+    ok = _check(path)
+    assert ok.returncode == 0 and "OK" in ok.stdout and "T=3" in ok.stdout
+    missing = _check(tmp_path / "nope.yaml")
+    assert missing.returncode == 2 and "cannot read the config" in missing.stderr
+
+
+def test_password_comes_from_env_or_file_never_the_yaml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = "device_id: d\nmodel: {path: m.onnx}\ncameras: [{name: a, source: x.mp4}]\n"
+    with pytest.raises(UserError, match="unknown key"):
+        parse_config(base + "mqtt: {password: hunter2}\n", "c.yaml")
+    monkeypatch.setenv("EDGE_HF_PW", "s3cret")
+    assert parse_config(base + "mqtt: {password_env: EDGE_HF_PW}\n").mqtt.password() == "s3cret"
+    (tmp_path / "pw").write_text("from-file\n")
+    cfg = parse_config(base + f"mqtt: {{password_file: {tmp_path / 'pw'}}}\n")
+    assert cfg.mqtt.password() == "from-file"
+    with pytest.raises(UserError, match="EDGE_HF_NOPE is not set"):
+        parse_config(base + "mqtt: {password_env: EDGE_HF_NOPE}\n").mqtt.password()
