@@ -74,6 +74,8 @@ class OpenCVSource:
         self._t0 = 0.0
 
     def open(self) -> None:
+        if not self.live and not Path(str(self.target)).is_file():
+            raise SourceError(f"{self.description}: no such file")
         params: list[int] = []
         if self.backend in (cv2.CAP_FFMPEG, cv2.CAP_ANY) and isinstance(self.target, str):
             params = [

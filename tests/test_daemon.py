@@ -1,0 +1,288 @@
+"""The daemon's parts with real files and real ONNX Runtime: sampling, ring, capture, events, replay."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge_hf.capture import CaptureThread, sample_by_media_time
+from edge_hf.config import Config, DetectionConfig
+from edge_hf.events import FallDetector, ModelInfo
+from edge_hf.hyperframe import frame_indices
+from edge_hf.pipeline import Pipeline
+from edge_hf.ring import FrameRing
+from edge_hf.sinks import JsonLinesSink
+from edge_hf.sources import make_source
+from edge_hf.synth import write_demo_clips
+from tests.conftest import SHARED_DATA, SHIPPED_MODEL, counter_video, frame_number
+
+# ------------------------------------------------------------------ sampling
+
+
+@pytest.mark.parametrize("fps", [30.0, 10.0, 7.0])
+def test_media_time_sampling_is_the_frame_indices_rule(tmp_path: Path, fps: float) -> None:
+    video = counter_video(tmp_path / "v.mp4", fps, 3.0)
+    src = make_source(str(video), realtime=False)
+    src.open()
+    try:
+        samples = [(t, frame_number(f)) for t, f in sample_by_media_time(src, 0.1)]
+    finally:
+        src.release()
+    n = round(fps * 3.0)
+    for t, idx in samples:
+        assert idx == frame_indices(n, fps, t, 1, 0.1)[0]
+    assert samples[-1][0] <= (n - 1) / fps + 0.05
+
+
+def test_30_and_10_fps_files_give_windows_of_the_same_span(tmp_path: Path) -> None:
+    """Through the daemon's own sampling and ring: same seconds, whatever the fps."""
+    spans = {}
+    for fps in (30.0, 10.0):
+        video = counter_video(tmp_path / f"v{fps:g}.mp4", fps, 3.0)
+        src = make_source(str(video), realtime=False)
+        src.open()
+        ring = FrameRing(16, (48, 64, 3))
+        windows = []
+        for t, frame in sample_by_media_time(src, 0.1):
+            ring.write(frame[..., ::-1], t)
+            w = ring.window(5)
+            if w is not None and t >= 1.0:
+                windows.append([frame_number(f) / fps for f in w.frames])
+        src.release()
+        spans[fps] = windows[:10]
+    for w30, w10 in zip(spans[30.0], spans[10.0], strict=True):
+        assert w30 == pytest.approx(w10, abs=1e-6)
+        assert w30[-1] - w30[0] == pytest.approx(0.4)
+
+
+# ------------------------------------------------------------------ ring
+
+
+def test_ring_window_is_oldest_first_and_clamps_at_start() -> None:
+    ring = FrameRing(8, (2, 2, 3))
+    assert ring.window(3) is None
+    ring.write(np.full((2, 2, 3), 1, np.uint8), 0.1)
+    assert [int(f[0, 0, 0]) for f in ring.window(3).frames] == [1, 1, 1]  # type: ignore[union-attr]
+    for v in (2, 3, 4):
+        ring.write(np.full((2, 2, 3), v, np.uint8), v / 10)
+    w = ring.window(3)
+    assert w is not None and [int(f[0, 0, 0]) for f in w.frames] == [2, 3, 4]
+    assert w.times == pytest.approx([0.2, 0.3, 0.4]) and w.seq == 3
+
+
+def test_ring_never_blocks_the_writer_and_counts_drops() -> None:
+    ring = FrameRing(16, (8, 8, 3))
+    frame = np.zeros((8, 8, 3), np.uint8)
+    # Nobody reads: the writer goes on, and every overwritten unread frame is a drop.
+    for i in range(1000):
+        frame[:] = i % 256
+        ring.write(frame, i)
+    assert ring.seq == 1000 and ring.dropped == 1000 - 16
+    # A reader hammering windows while a writer writes: windows stay consecutive, writer unhindered.
+    ring2 = FrameRing(32, (8, 8, 3))
+    stop = threading.Event()
+    bad: list[list[int]] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            w = ring2.window(5)
+            if w is not None and w.seq >= 4:
+                vals = [int(f[0, 0, 0]) for f in w.frames]
+                if any((b - a) % 256 != 1 for a, b in zip(vals, vals[1:], strict=False)):
+                    bad.append(vals)
+
+    th = threading.Thread(target=reader)
+    th.start()
+    t0 = time.perf_counter()
+    for i in range(20000):
+        frame[:] = i % 256
+        ring2.write(frame, i)
+    writer_s = time.perf_counter() - t0
+    stop.set()
+    th.join()
+    assert not bad, f"torn windows: {bad[:3]}"
+    assert ring2.seq == 20000 and writer_s < 20  # finished: nothing made it wait
+
+
+# ------------------------------------------------------------------ events
+
+
+def _detector(**kw: object) -> FallDetector:
+    cfg = DetectionConfig(**{"k": 2, "n": 3, "end_after": 3, "cooldown_s": 5.0, **kw})  # type: ignore[arg-type]
+    return FallDetector("cam", "dev", cfg, 0.5, ModelInfo("m.onnx", 3, 100.0))
+
+
+def test_detector_k_of_n_start_end_cooldown() -> None:
+    d = _detector()
+    scores = [0.1, 0.9, 0.2, 0.8, 0.9, 0.95, 0.3, 0.2, 0.1, 0.9, 0.9, 0.1]
+    events = []
+    for i, s in enumerate(scores):
+        events += [(i, e) for e in d.update(s, 1000.0 + i * 0.1)]
+    kinds = [(i, e["type"]) for i, e in events]
+    assert kinds == [(3, "start"), (8, "end")], "2 of 3 starts it; 3 below end it; cooldown holds"
+    start, end = events[0][1], events[1][1]
+    assert start["event_id"] == end["event_id"] and end["peak_score"] == 0.95
+    assert start["started_at"] == "1970-01-01T00:16:40.300Z" and end["end_reason"] == "recovered"
+    assert start["model"] == {"name": "m.onnx", "window": 3, "interval_ms": 100.0}
+
+
+def test_detector_median_and_max_duration() -> None:
+    d = _detector(smoothing="median", max_event_s=1.0)
+    kinds = [e["type"] for i in range(30) for e in d.update(0.9, i * 0.1)]
+    assert kinds == ["start", "end"]
+    assert d.close(5.0) == []
+
+
+# ------------------------------------------------------------------ capture
+
+
+def test_a_missing_camera_is_retried_while_another_keeps_producing(tmp_path: Path) -> None:
+    good = SHARED_DATA / "capture" / "vtest.avi"
+    if not good.exists():
+        pytest.skip("../shared/data not present")
+    late = tmp_path / "late.avi"
+    stop = threading.Event()
+    rings = {n: FrameRing(16, (48, 64, 3)) for n in ("a", "b")}
+
+    def factory(path: Path):  # type: ignore[no-untyped-def]
+        return lambda: make_source(str(path), realtime=True, loop=True)
+
+    threads = {
+        "a": CaptureThread("a", factory(good), rings["a"], 0.1, (48, 64), stop, max_backoff_s=0.5),
+        "b": CaptureThread("b", factory(late), rings["b"], 0.1, (48, 64), stop, max_backoff_s=0.5),
+    }
+    for th in threads.values():
+        th.start()
+    try:
+        time.sleep(1.5)
+        assert threads["b"].stats.state == "stalled" and threads["b"].stats.reconnects >= 1
+        a_before = rings["a"].seq
+        assert a_before >= 10, "camera a samples at 10 Hz regardless"
+        shutil.copy(good, late)  # the camera comes back
+        deadline = time.monotonic() + 10
+        while rings["b"].seq < 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert threads["b"].stats.state == "online" and rings["b"].seq >= 5
+        time.sleep(1.0)
+        assert rings["a"].seq >= a_before + 10, "a never paused for b"
+    finally:
+        stop.set()
+        for th in threads.values():
+            th.join(5)
+    assert all(not th.is_alive() for th in threads.values())
+
+
+def test_a_truncated_file_ends_cleanly() -> None:
+    tree = SHARED_DATA / "capture" / "tree.avi"
+    if not tree.exists():
+        pytest.skip("../shared/data not present")
+    stop = threading.Event()
+    ring = FrameRing(16, (48, 64, 3))
+    th = CaptureThread(
+        "tree", lambda: make_source(str(tree), realtime=False), ring, 0.1, (48, 64), stop
+    )
+    th.start()
+    th.join(20)
+    assert not th.is_alive() and th.stats.state == "ended"
+    assert 0 < th.stats.frames_read < 444  # the header's count is a lie
+
+
+# ------------------------------------------------------------------ replay and run
+
+
+def _config(model: Path, tmp_path: Path, sources: dict[str, Path], **extra: object) -> Config:
+    return Config.model_validate(
+        {
+            "device_id": "test",
+            "model": {"path": str(model), "providers": ["cpu"]},
+            "cameras": [{"name": n, "source": str(p)} for n, p in sources.items()],
+            "state_dir": str(tmp_path / "state"),
+            **extra,
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def demo_clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    paths = write_demo_clips(tmp_path_factory.mktemp("demo"))
+    return {p.stem: p for p in paths}
+
+
+needs_shipped = pytest.mark.skipif(not SHIPPED_MODEL.exists(), reason="shipped model not built")
+
+
+@needs_shipped
+def test_replay_of_the_demo_fall_gives_one_start_and_one_end(
+    demo_clips: dict[str, Path], tmp_path: Path
+) -> None:
+    cfg = _config(
+        SHIPPED_MODEL, tmp_path, {"fall": demo_clips["fall_demo"]}, detection={"snapshot": True}
+    )
+    sink = JsonLinesSink(stream=open(tmp_path / "events.jsonl", "w"))  # noqa: SIM115
+    pipeline = Pipeline(cfg, sink)
+    pipeline.replay()
+    kinds = [e["type"] for e in sink.events]
+    assert kinds == ["start", "end"]
+    start = sink.events[0]
+    # The fall happens 3 s in: the event starts within a second of it.
+    assert "1970-01-01T00:00:03" in start["started_at"]
+    assert Path(start["snapshot"]).stat().st_size > 0
+    lines = (tmp_path / "events.jsonl").read_text().splitlines()
+    assert [json.loads(x)["event_id"] for x in lines] == [start["event_id"]] * 2
+
+
+@needs_shipped
+def test_replay_of_the_slow_lie_down_gives_no_event(
+    demo_clips: dict[str, Path], tmp_path: Path
+) -> None:
+    cfg = _config(SHIPPED_MODEL, tmp_path, {"lie": demo_clips["lie_down_demo"]})
+    sink = JsonLinesSink(stream=open(tmp_path / "events.jsonl", "w"))  # noqa: SIM115
+    pipeline = Pipeline(cfg, sink)
+    pipeline.replay()
+    assert sink.events == []
+    assert max(pipeline.cameras[0].scores) < 0.5
+
+
+def test_replay_cli_is_deterministic(
+    tiny_onnx: Path, demo_clips: dict[str, Path], tmp_path: Path
+) -> None:
+    cmd = [sys.executable, "-m", "edge_hf.cli", "replay", "--model", str(tiny_onnx), "--video",
+           str(demo_clips["fall_demo"]), "--state-dir", str(tmp_path), "--log-level", "WARNING"]  # fmt: skip
+    runs = [subprocess.run(cmd, capture_output=True, text=True, check=True) for _ in range(2)]
+    assert runs[0].stdout == runs[1].stdout
+    for line in runs[0].stdout.splitlines():
+        event = json.loads(line)
+        assert {"event_id", "type"} <= set(event) and event["type"] in ("start", "end")
+
+
+def test_run_batches_two_cameras_and_stops_on_sigterm(
+    tiny_onnx: Path, demo_clips: dict[str, Path], tmp_path: Path
+) -> None:
+    path = tmp_path / "c.yaml"
+    cams = "\n".join(f"  - {{name: {n}, source: {p}, loop: true}}" for n, p in demo_clips.items())
+    path.write_text(
+        f"device_id: t\nmodel: {{path: {tiny_onnx}, providers: [cpu]}}\ncameras:\n{cams}\n"
+        f"state_dir: {tmp_path / 'state'}\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edge_hf.cli", "run", "--config", str(path), "--statuses"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(6)
+    proc.terminate()
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    statuses = [json.loads(x) for x in out.splitlines() if '"status"' in x]
+    assert {(s["camera"], s["status"]) for s in statuses} >= {
+        ("fall_demo", "online"), ("lie_down_demo", "online"),
+        ("fall_demo", "offline"), ("lie_down_demo", "offline"),
+    }  # fmt: skip
+    assert "Traceback" not in err and "signal 15: stopping" in err
