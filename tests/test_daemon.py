@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -96,7 +97,7 @@ def test_ring_never_blocks_the_writer_and_counts_drops() -> None:
             w = ring2.window(5)
             if w is not None and w.seq >= 4:
                 vals = [int(f[0, 0, 0]) for f in w.frames]
-                if any((b - a) % 256 != 1 for a, b in zip(vals, vals[1:], strict=False)):
+                if any((b - a) % 256 != 1 for a, b in itertools.pairwise(vals)):
                     bad.append(vals)
 
     th = threading.Thread(target=reader)
