@@ -50,9 +50,10 @@ def write_card(
     out: Path,
     train_command: str,
     data_note: str,
-    test_report: dict[str, Any],
+    test_report: dict[str, Any] | None,
     test_note: str,
     diagnose_md: str | None = None,
+    diagnose_title: str = "Diagnose (same data and budget)",
 ) -> str:
     """Write the Markdown model card for `model`; returns its text."""
     import onnxruntime as ort
@@ -112,6 +113,26 @@ def write_card(
     text = "\n".join(lines)
     out.write_text(text)
     return text
+
+
+def _report_lines(r: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        f"- clips: {r['clips']}, accuracy {_pct(r['accuracy'])}, macro F1 {_pct(r['macro_f1'])}",
+        f"- fall precision / recall / F1: {_pct(r['fall_precision'])} / "
+        f"{_pct(r['fall_recall'])} / {_pct(r['fall_f1'])}",
+    ]
+    for pair, s in r.get("pairs", {}).items():
+        lines.append(
+            f"- ambiguous pair {pair}: two-way F1 {_pct(s['macro_f1'])} ({s['clips']} clips)"
+        )
+    lines += ["", "| class | precision | recall | F1 | clips |", "| --- | --- | --- | --- | --- |"]
+    for name, s in r["per_class"].items():
+        lines.append(
+            f"| {name} | {_pct(s['precision'])} | {_pct(s['recall'])} | {_pct(s['f1'])} | "
+            f"{s['support']} |"
+        )
+    return lines
 
 
 def _cpu_count() -> int:

@@ -25,16 +25,18 @@ from edge_hf.train import TrainConfig, train
 
 log = logging.getLogger("real_footage")
 
-# name -> (window, interval_ms, shuffle_time)
-VARIANTS: dict[str, tuple[int, float, bool]] = {
-    "T=1": (1, 100.0, False),
-    "T=3 @100ms (span 200ms)": (3, 100.0, False),
-    "T=3 @200ms (span 400ms)": (3, 200.0, False),
-    "T=3 @300ms (span 600ms)": (3, 300.0, False),
-    "T=5 @100ms (span 400ms)": (5, 100.0, False),
-    "T=5 @200ms (span 800ms)": (5, 200.0, False),
-    "T=3 @200ms time-shuffled": (3, 200.0, True),
+# name -> (window, interval_ms, shuffle_time, start from the synthetic T=3 model)
+VARIANTS: dict[str, tuple[int, float, bool, bool]] = {
+    "T=1": (1, 100.0, False, False),
+    "T=3 @100ms (span 200ms)": (3, 100.0, False, False),
+    "T=3 @200ms (span 400ms)": (3, 200.0, False, False),
+    "T=3 @300ms (span 600ms)": (3, 300.0, False, False),
+    "T=5 @100ms (span 400ms)": (5, 100.0, False, False),
+    "T=5 @200ms (span 800ms)": (5, 200.0, False, False),
+    "T=3 @200ms time-shuffled": (3, 200.0, True, False),
+    "T=3 @200ms from synthetic": (3, 200.0, False, True),
 }
+SYNTH_CHECKPOINT = "runs/demo/hyperframe/best.pt"  # written by `make demo-model`
 
 
 def split_manifest(data: Path, test_subjects: list[str], out: Path) -> tuple[Path, Path]:
@@ -91,17 +93,22 @@ def main() -> None:
     if results_file.exists():  # resume: keep finished runs
         results["runs"] = json.loads(results_file.read_text())["runs"]
     for name in a.variants:
-        window, interval_ms, shuffled = VARIANTS[name]
+        window, interval_ms, shuffled, from_synth = VARIANTS[name]
+        if from_synth and not Path(SYNTH_CHECKPOINT).exists():
+            log.warning("skipping %s: %s not found (run make demo-model)", name, SYNTH_CHECKPOINT)
+            continue
         for seed in a.seeds:
             key = f"{name} | seed {seed}"
             if key in results["runs"]:
                 continue
-            slug = f"{name.split(' (')[0].replace(' ', '_').replace('@', '')}_s{seed}"
+            slug = name.split(" (")[0].replace(" ", "_").replace("@", "").replace("=", "")
+            slug = f"{slug}_s{seed}"
             cfg = replace(
                 base,
                 window=window,
                 interval_ms=interval_ms,
                 shuffle_time=shuffled,
+                init_from=SYNTH_CHECKPOINT if from_synth else None,
                 seed=seed,
                 out=str(out / slug),
             )
