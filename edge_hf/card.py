@@ -84,24 +84,11 @@ def write_card(
         "## Held-out results",
         "",
         test_note,
-        "",
-        f"- clips: {test_report['clips']}, accuracy {_pct(test_report['accuracy'])}, "
-        f"macro F1 {_pct(test_report['macro_f1'])}",
-        f"- fall precision / recall / F1: {_pct(test_report['fall_precision'])} / "
-        f"{_pct(test_report['fall_recall'])} / {_pct(test_report['fall_f1'])}",
     ]
-    for pair, s in test_report.get("pairs", {}).items():
-        lines.append(
-            f"- ambiguous pair {pair}: two-way F1 {_pct(s['macro_f1'])} ({s['clips']} clips)"
-        )
-    lines += ["", "| class | precision | recall | F1 | clips |", "| --- | --- | --- | --- | --- |"]
-    for name, s in test_report["per_class"].items():
-        lines.append(
-            f"| {name} | {_pct(s['precision'])} | {_pct(s['recall'])} | {_pct(s['f1'])} | "
-            f"{s['support']} |"
-        )
+    if test_report is not None:
+        lines += _report_lines(test_report)
     if diagnose_md:
-        lines += ["", "## Diagnose (same data and budget)", "", diagnose_md.strip()]
+        lines += ["", f"## {diagnose_title}", "", diagnose_md.strip()]
     lines += [
         "",
         "## CPU latency",
