@@ -102,6 +102,7 @@ class MqttConfig(_Section):
     password_file: Path | None = None
     tls: TlsConfig = TlsConfig()
     qos: Literal[0, 1, 2] = 1
+    protocol: Literal["5", "3.1.1"] = "5"
     keepalive_s: int = Field(30, ge=5)
     client_id: str | None = None
 

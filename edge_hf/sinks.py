@@ -54,3 +54,26 @@ class JsonLinesSink:
 
     def close(self) -> None:
         self.stream.flush()
+
+
+class TeeSink:
+    """Every call to several sinks, in order (e.g. JSON lines on stdout and MQTT)."""
+
+    def __init__(self, *sinks: AlertSink) -> None:
+        self.sinks = sinks
+
+    def start(self) -> None:
+        for s in self.sinks:
+            s.start()
+
+    def send(self, event: dict[str, Any]) -> None:
+        for s in self.sinks:
+            s.send(event)
+
+    def camera_status(self, camera: str, status: str) -> None:
+        for s in self.sinks:
+            s.camera_status(camera, status)
+
+    def close(self) -> None:
+        for s in self.sinks:
+            s.close()

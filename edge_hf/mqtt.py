@@ -1,0 +1,252 @@
+"""MQTT alerts that are never lost: durable outbox, availability, state, Home Assistant discovery.
+
+Delivery contract: at least once. Every event (and every fall ON/OFF state change) is written to
+the SQLite outbox under `state_dir` before it is handed to paho, and deleted only in `on_publish`
+for its message id, i.e. once the broker acknowledged it (QoS 1). paho queues QoS 1 messages
+published while disconnected in memory and re-sends unacknowledged ones after a reconnect; the
+outbox covers what memory cannot: a daemon killed (even with SIGKILL) before the broker acked is
+replayed, oldest first, at the next start. Subscribers de-duplicate by `event_id`.
+
+Topics (prefix `edge_hf` by default):
+- `<prefix>/<device>/availability`       retained `online` / `offline` (also the last will)
+- `<prefix>/<device>/<camera>/status`    retained `online` / `stalled` / `offline`
+- `<prefix>/<device>/<camera>/fall`      retained `ON` / `OFF`
+- `<prefix>/<device>/<camera>/event`     QoS 1 JSON event (see `event.schema.json`)
+- `<discovery>/binary_sensor/<device>/<camera>_fall/config`  Home Assistant discovery, retained
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import ssl
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.reasoncodes import ReasonCode
+
+from edge_hf import __version__
+from edge_hf.config import MqttConfig
+from edge_hf.outbox import Outbox
+
+log = logging.getLogger(__name__)
+
+
+class MqttSink:
+    """The AlertSink that publishes to an MQTT broker through a durable outbox."""
+
+    def __init__(
+        self,
+        cfg: MqttConfig,
+        device_id: str,
+        cameras: list[str],
+        state_dir: Path,
+        model_name: str = "",
+    ) -> None:
+        self.cfg = cfg
+        self.device_id = device_id
+        self.cameras = cameras
+        self.model_name = model_name
+        self.base = f"{cfg.topic_prefix}/{device_id}"
+        self.outbox = Outbox(state_dir / "outbox.sqlite3")
+        self.connected = threading.Event()
+        self.last_error = ""
+        self._lock = threading.Lock()
+        self._inflight: dict[int, int | None] = {}  # mid -> outbox row (None: not durable)
+        self._early: set[int] = set()  # acks that arrived before publish() returned the mid
+        self._status: dict[str, str] = {}
+        self._fall: dict[str, str] = {c: "OFF" for c in cameras}
+        self.client = self._make_client()
+
+    # ------------------------------------------------------------------ set-up
+
+    def _make_client(self) -> mqtt.Client:
+        cfg = self.cfg
+        client = mqtt.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=cfg.client_id or f"edge-hf-{self.device_id}",
+            protocol=mqtt.MQTTv5 if cfg.protocol == "5" else mqtt.MQTTv311,
+        )
+        if cfg.username:
+            client.username_pw_set(cfg.username, cfg.password())
+        if cfg.tls.ca or cfg.tls.cert:
+            client.tls_set(
+                ca_certs=str(cfg.tls.ca) if cfg.tls.ca else None,
+                certfile=str(cfg.tls.cert) if cfg.tls.cert else None,
+                keyfile=str(cfg.tls.key) if cfg.tls.key else None,
+                cert_reqs=ssl.CERT_REQUIRED,
+            )
+            client.tls_insecure_set(cfg.tls.insecure)
+        client.will_set(f"{self.base}/availability", "offline", qos=1, retain=True)
+        client.reconnect_delay_set(min_delay=1, max_delay=30)
+        client.max_queued_messages_set(0)  # unbounded in memory; the outbox is the bound
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_publish = self._on_publish
+        client.on_message = self._on_message
+        return client
+
+    @property
+    def broker(self) -> str:
+        return f"{self.cfg.host}:{self.cfg.port}"
+
+    def start(self) -> None:
+        """Replay the outbox, then connect in the background (never blocks on the broker)."""
+        pending = self.outbox.pending()
+        if pending:
+            log.warning(
+                "outbox: %d undelivered alert(s) from an earlier run, sending first", len(pending)
+            )
+        for row_id, topic, payload, qos, retain in pending:
+            self._publish(topic, payload, qos, retain, row_id)
+        self.client.connect_async(self.cfg.host, self.cfg.port, keepalive=self.cfg.keepalive_s)
+        self.client.loop_start()
+
+    # ------------------------------------------------------------------ callbacks (paho's thread)
+
+    def _on_connect(
+        self, client: mqtt.Client, _userdata: Any, _flags: Any, reason: ReasonCode, _props: Any
+    ) -> None:
+        if reason.is_failure:
+            self.connected.clear()
+            error = f"MQTT broker {self.broker} refused the connection: {reason}"
+            if error != self.last_error:  # once per distinct problem, not on every retry
+                log.error("%s (check mqtt.username and the password; retrying)", error)
+            self.last_error = error
+            return
+        log.info("MQTT connected to %s", self.broker)
+        self.last_error = ""
+        self.connected.set()
+        # Subscriptions belong here: a reconnect starts a fresh session without them.
+        client.subscribe(f"{self.cfg.discovery_prefix}/status", qos=1)
+        self._announce()
+
+    def _on_disconnect(
+        self, _client: mqtt.Client, _userdata: Any, _flags: Any, reason: ReasonCode, _props: Any
+    ) -> None:
+        was = self.connected.is_set()
+        self.connected.clear()
+        if was:
+            log.warning(
+                "MQTT disconnected from %s (%s); alerts are kept in the outbox", self.broker, reason
+            )
+
+    def _on_publish(
+        self, _client: mqtt.Client, _userdata: Any, mid: int, _reason: ReasonCode, _props: Any
+    ) -> None:
+        with self._lock:
+            if mid not in self._inflight:
+                self._early.add(mid)
+                return
+            row = self._inflight.pop(mid)
+        if row is not None:
+            self.outbox.remove(row)
+
+    def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        if msg.topic == f"{self.cfg.discovery_prefix}/status" and msg.payload == b"online":
+            log.info("Home Assistant came online: re-sending discovery")
+            self._announce()
+
+    # ------------------------------------------------------------------ publishing
+
+    def _publish(
+        self, topic: str, payload: bytes | str, qos: int, retain: bool, row: int | None
+    ) -> None:
+        info = self.client.publish(topic, payload, qos=qos, retain=retain)
+        # The return code says "no connection" while offline, yet paho queued the message: only
+        # on_publish tells delivery. Register the mid, unless its ack already came.
+        with self._lock:
+            if info.mid in self._early:
+                self._early.discard(info.mid)
+                acked = True
+            else:
+                self._inflight[info.mid] = row
+                acked = False
+        if acked and row is not None:
+            self.outbox.remove(row)
+
+    def _durable(self, topic: str, payload: str, retain: bool = False) -> None:
+        data = payload.encode()
+        row = self.outbox.add(topic, data, self.cfg.qos, retain)
+        self._publish(topic, data, self.cfg.qos, retain, row)
+
+    def _announce(self) -> None:
+        """Availability, camera states and discovery: re-sent on every (re)connect."""
+        self._publish(f"{self.base}/availability", "online", 1, True, None)
+        for cam in self.cameras:
+            self._publish(
+                f"{self.base}/{cam}/status", self._status.get(cam, "online"), 1, True, None
+            )
+            self._publish(
+                f"{self.cfg.discovery_prefix}/binary_sensor/{self.device_id}/{cam}_fall/config",
+                json.dumps(self.discovery_config(cam)), 1, True, None,
+            )  # fmt: skip
+
+    def discovery_config(self, camera: str) -> dict[str, Any]:
+        """Home Assistant MQTT discovery payload for one camera's fall binary_sensor."""
+        return {
+            "name": "Fall",
+            "unique_id": f"edge_hf_{self.device_id}_{camera}_fall",
+            "object_id": f"{self.device_id}_{camera}_fall",
+            "device_class": "safety",
+            "state_topic": f"{self.base}/{camera}/fall",
+            "payload_on": "ON",
+            "payload_off": "OFF",
+            "json_attributes_topic": f"{self.base}/{camera}/event",
+            "availability": [
+                {"topic": f"{self.base}/availability"},
+                {
+                    "topic": f"{self.base}/{camera}/status",
+                    "value_template": "{{ 'online' if value == 'online' else 'offline' }}",
+                },
+            ],
+            "availability_mode": "all",
+            "device": {
+                "identifiers": [f"edge_hf_{self.device_id}_{camera}"],
+                "name": f"{self.device_id} {camera}",
+                "manufacturer": "edge_hf",
+                "model": self.model_name or "hyperframe fall detector",
+                "sw_version": __version__,
+                "via_device": f"edge_hf_{self.device_id}",
+            },
+        }
+
+    # ------------------------------------------------------------------ AlertSink
+
+    def send(self, event: dict[str, Any]) -> None:
+        """Persist, then publish the event and the camera's fall state."""
+        cam = event["camera"]
+        self._durable(f"{self.base}/{cam}/event", json.dumps(event, sort_keys=True))
+        state = "ON" if event["type"] == "start" else "OFF"
+        if self._fall.get(cam) != state:
+            self._fall[cam] = state
+            self._durable(f"{self.base}/{cam}/fall", state, retain=True)
+
+    def camera_status(self, camera: str, status: str) -> None:
+        self._status[camera] = status
+        self._publish(f"{self.base}/{camera}/status", status, 1, True, None)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Give pending alerts `timeout_s` to be acked, say offline, disconnect."""
+        deadline = time.monotonic() + timeout_s
+        while self.connected.is_set() and len(self.outbox) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        info = self.client.publish(f"{self.base}/availability", "offline", qos=1, retain=True)
+        if self.connected.is_set():
+            # If the connection drops meanwhile, the last will says offline for us.
+            with contextlib.suppress(RuntimeError, ValueError):
+                info.wait_for_publish(max(0.1, deadline - time.monotonic()))
+        self.client.disconnect()
+        self.client.loop_stop()
+        left = len(self.outbox)
+        if left:
+            log.warning(
+                "%d alert(s) not acknowledged by %s: kept in %s, sent at the next run/replay",
+                left, self.broker, self.outbox.path,
+            )  # fmt: skip
+        self.outbox.close()
