@@ -148,12 +148,25 @@ def _install_stop_handlers(stop: typing.Any) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+def _make_sink(cfg: typing.Any, statuses: bool = False) -> typing.Any:
+    """JSON lines on stdout, plus the MQTT publisher when `mqtt.enabled`."""
+    from edge_hf.sinks import JsonLinesSink, TeeSink
+
+    lines = JsonLinesSink(statuses=statuses)
+    if not cfg.mqtt.enabled:
+        return lines
+    from edge_hf.mqtt import MqttSink
+
+    cams = [c.name for c in cfg.enabled_cameras()]
+    mqtt = MqttSink(cfg.mqtt, cfg.device_id, cams, cfg.state_dir, cfg.model.path.name)
+    return TeeSink(lines, mqtt)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from edge_hf.pipeline import Pipeline
-    from edge_hf.sinks import JsonLinesSink
 
     cfg, _ = _load_checked(args.config)
-    pipeline = Pipeline(cfg, JsonLinesSink(statuses=args.statuses), config_name=args.config)
+    pipeline = Pipeline(cfg, _make_sink(cfg, args.statuses), config_name=args.config)
     _install_stop_handlers(pipeline.stop)
     pipeline.start()
     pipeline.run(drain_s=args.drain_s)
@@ -191,7 +204,6 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from datetime import datetime
 
     from edge_hf.pipeline import Pipeline, score_timeline_png
-    from edge_hf.sinks import JsonLinesSink
     from edge_hf.sources import SourceError
 
     cfg = _replay_config(args)
@@ -208,8 +220,10 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             raise UserError(
                 f"--origin {args.origin!r}: use epoch, now or an ISO-8601 time"
             ) from None
+    if args.video:  # the replayed camera takes the video's place in topics and events
+        cfg = cfg.model_copy(update={"cameras": cfg.enabled_cameras()[:1]})
     pipeline = Pipeline(
-        cfg, JsonLinesSink(), source_override=args.video, config_name=args.config or "replay"
+        cfg, _make_sink(cfg), source_override=args.video, config_name=args.config or "replay"
     )
     try:
         pipeline.replay(origin)

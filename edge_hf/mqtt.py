@@ -61,6 +61,7 @@ class MqttSink:
         self._early: set[int] = set()  # acks that arrived before publish() returned the mid
         self._status: dict[str, str] = {}
         self._fall: dict[str, str] = {c: "OFF" for c in cameras}
+        self._closing = False
         self.client = self._make_client()
 
     # ------------------------------------------------------------------ set-up
@@ -131,7 +132,7 @@ class MqttSink:
     ) -> None:
         was = self.connected.is_set()
         self.connected.clear()
-        if was:
+        if was and not self._closing:
             log.warning(
                 "MQTT disconnected from %s (%s); alerts are kept in the outbox", self.broker, reason
             )
@@ -236,6 +237,7 @@ class MqttSink:
         deadline = time.monotonic() + timeout_s
         while self.connected.is_set() and len(self.outbox) and time.monotonic() < deadline:
             time.sleep(0.05)
+        self._closing = True
         info = self.client.publish(f"{self.base}/availability", "offline", qos=1, retain=True)
         if self.connected.is_set():
             # If the connection drops meanwhile, the last will says offline for us.
