@@ -11,9 +11,11 @@ import threading
 import time
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 
+import edge_hf
 from edge_hf.capture import CaptureThread, sample_by_media_time
 from edge_hf.config import Config, DetectionConfig
 from edge_hf.events import FallDetector, ModelInfo
@@ -238,6 +240,9 @@ def test_replay_of_the_demo_fall_gives_one_start_and_one_end(
     assert Path(start["snapshot"]).stat().st_size > 0
     lines = (tmp_path / "events.jsonl").read_text().splitlines()
     assert [json.loads(x)["event_id"] for x in lines] == [start["event_id"]] * 2
+    schema = json.loads((Path(edge_hf.__file__).parent / "event.schema.json").read_text())
+    for event in sink.events:
+        jsonschema.validate(event, schema, format_checker=jsonschema.FormatChecker())
 
 
 @needs_shipped
