@@ -1,0 +1,298 @@
+"""MQTT alerts against a real Mosquitto on 127.0.0.1: topics, discovery, outages, SIGKILL, auth, TLS."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+import edge_hf
+from edge_hf.config import MqttConfig
+from edge_hf.mqtt import MqttSink
+from edge_hf.synth import write_demo_clips
+from tests.broker import Broker, make_tls
+from tests.conftest import SHIPPED_MODEL
+
+SCHEMA = json.loads((Path(edge_hf.__file__).parent / "event.schema.json").read_text())
+
+
+class Subscriber:
+    """A paho subscriber with a persistent session: it gets what was published while it was away."""
+
+    def __init__(
+        self,
+        port: int,
+        topic: str = "#",
+        tls_ca: Path | None = None,
+        auth: tuple[str, str] | None = None,
+    ) -> None:
+        self.messages: list[tuple[str, bytes, bool]] = []
+        self.lock = threading.Lock()
+        self.client = mqtt.Client(
+            CallbackAPIVersion.VERSION2, client_id=f"test-sub-{port}", clean_session=False
+        )
+        if auth:
+            self.client.username_pw_set(*auth)
+        if tls_ca:
+            self.client.tls_set(ca_certs=str(tls_ca), cert_reqs=ssl.CERT_REQUIRED)
+        self.client.on_connect = lambda c, *_: c.subscribe(topic, qos=1)
+        self.client.on_message = self._on_message
+        self.client.reconnect_delay_set(0.2, 1)
+        self.client.connect_async("127.0.0.1", port)
+        self.client.loop_start()
+
+    def _on_message(self, _c: Any, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        with self.lock:
+            self.messages.append((msg.topic, msg.payload, bool(msg.retain)))
+
+    def wait_for(self, predicate: Any, timeout: float = 20.0) -> list[tuple[str, bytes, bool]]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                msgs = list(self.messages)
+            if predicate(msgs):
+                return msgs
+            time.sleep(0.1)
+        raise AssertionError(f"timed out; got {[(t, p[:60]) for t, p, _ in msgs]}")
+
+    def events(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [json.loads(p) for t, p, _ in self.messages if t.endswith("/event")]
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+@pytest.fixture
+def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
+    b = Broker(tmp_path / "broker").start()
+    yield b
+    b.stop()
+
+
+def _event(i: int, kind: str = "start") -> dict[str, Any]:
+    return {
+        "event_id": f"00000000-0000-4000-8000-{i:012d}", "type": kind, "camera": "hall",
+        "device_id": "box", "time": "2026-01-01T00:00:00.000Z", "started_at": "2026-01-01T00:00:00.000Z",
+        "score": 0.9, "peak_score": 0.9, "model": {"name": "m.onnx", "window": 3, "interval_ms": 100.0},
+        **({"ended_at": "2026-01-01T00:00:01.000Z", "end_reason": "recovered"} if kind == "end" else {}),
+    }  # fmt: skip
+
+
+def _config_file(
+    tmp_path: Path, model: Path, video: Path, port: int, extra_mqtt: str = "", loop: bool = False
+) -> Path:
+    path = tmp_path / "edge-hf.yaml"
+    path.write_text(
+        f"device_id: box\nmodel: {{path: {model}, providers: [cpu]}}\n"
+        f"cameras:\n  - {{name: hall, source: {video}, loop: {str(loop).lower()}}}\n"
+        f"mqtt: {{enabled: true, port: {port}{extra_mqtt}}}\nstate_dir: {tmp_path / 'state'}\n"
+    )
+    return path
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "edge_hf.cli", *args]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return {p.stem: p for p in write_demo_clips(tmp_path_factory.mktemp("demo"))}
+
+
+@pytest.mark.skipif(not SHIPPED_MODEL.exists(), reason="shipped model not built")
+def test_replayed_fall_gives_events_states_availability_and_discovery(
+    broker: Broker, demo: dict[str, Path], tmp_path: Path
+) -> None:
+    sub = Subscriber(broker.port)
+    time.sleep(0.5)
+    cfg = _config_file(tmp_path, SHIPPED_MODEL, demo["fall_demo"], broker.port)
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        _cli("replay", "--config", str(cfg)), capture_output=True, text=True, check=True
+    )
+    msgs = sub.wait_for(
+        lambda m: (
+            sum(t.endswith("/event") for t, _, _ in m) >= 2
+            and any(p == b"offline" for _, p, _ in m)
+        )
+    )
+    print(f"replay + delivery: {time.monotonic() - t0:.2f} s")
+    sub.close()
+    topics = [(t, p.decode(), r) for t, p, r in msgs]
+    assert ("edge_hf/box/availability", "online", False) in topics
+    assert ("edge_hf/box/hall/status", "online", False) in topics
+    falls = [p for t, p, _ in topics if t == "edge_hf/box/hall/fall"]
+    assert falls == ["ON", "OFF"]
+    assert topics[-1][:2] == ("edge_hf/box/availability", "offline")
+    events = sub.events()
+    assert [e["type"] for e in events] == ["start", "end"]
+    assert [json.loads(x) for x in proc.stdout.splitlines()] == events, "stdout and MQTT agree"
+    for e in events:
+        jsonschema.validate(e, SCHEMA, format_checker=jsonschema.FormatChecker())
+    (disc,) = [
+        json.loads(p)
+        for t, p, _ in topics
+        if t == "homeassistant/binary_sensor/box/hall_fall/config"
+    ]
+    assert disc["device_class"] == "safety" and disc["state_topic"] == "edge_hf/box/hall/fall"
+    assert disc["unique_id"] == "edge_hf_box_hall_fall" and disc["device"]["identifiers"]
+    assert [a["topic"] for a in disc["availability"]] == [
+        "edge_hf/box/availability",
+        "edge_hf/box/hall/status",
+    ]
+
+
+def test_discovery_is_resent_when_home_assistant_comes_online(
+    broker: Broker, tmp_path: Path
+) -> None:
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
+    sink.start()
+    assert sink.connected.wait(10)
+    sub = Subscriber(broker.port, "homeassistant/binary_sensor/#")
+    sub.wait_for(lambda m: len(m) >= 1)  # the retained config
+    ha = mqtt.Client(CallbackAPIVersion.VERSION2)
+    ha.connect("127.0.0.1", broker.port)
+    ha.publish("homeassistant/status", "online", qos=1).wait_for_publish(5)
+    ha.disconnect()
+    msgs = sub.wait_for(lambda m: len(m) >= 2)
+    assert msgs[1][0].endswith("/hall_fall/config") and not msgs[1][2], (
+        "a fresh (non-retained) copy"
+    )
+    sub.close()
+    sink.close()
+
+
+def test_broker_down_30s_every_event_arrives_in_order(broker: Broker, tmp_path: Path) -> None:
+    sub = Subscriber(broker.port, "edge_hf/+/+/event")
+    time.sleep(0.5)
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
+    sink.start()
+    assert sink.connected.wait(10)
+    n = 0
+    for _ in range(3):
+        sink.send(_event(n))
+        n += 1
+    sub.wait_for(lambda m: len(m) >= 3)
+    broker.stop()
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 30:  # events keep happening during a 30 s outage
+        sink.send(_event(n, "start" if n % 2 == 0 else "end"))
+        n += 1
+        time.sleep(1.5)
+    assert len(sink.outbox) >= 20 - 3, "undelivered events wait in the outbox"
+    broker.start()
+    sub.wait_for(lambda m: len(m) >= n, timeout=40)
+    ids = [e["event_id"] for e in sub.events()]
+    assert ids == [_event(i)["event_id"] for i in range(n)], "all of them, in order, once each"
+    deadline = time.monotonic() + 10
+    while len(sink.outbox) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(sink.outbox) == 0, "acked rows leave the outbox"
+    sink.close()
+    sub.close()
+
+
+def _outbox_rows(state: Path) -> int:
+    db = state / "outbox.sqlite3"
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+            return int(con.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+
+
+@pytest.mark.skipif(not SHIPPED_MODEL.exists(), reason="shipped model not built")
+def test_sigkill_while_broker_down_then_everything_arrives(
+    demo: dict[str, Path], tmp_path: Path
+) -> None:
+    broker = Broker(tmp_path / "broker")  # configured, not running
+    cfg = _config_file(tmp_path, SHIPPED_MODEL, demo["fall_demo"], broker.port, loop=True)
+    daemon = subprocess.Popen(
+        _cli("run", "--config", str(cfg)), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 60
+    while _outbox_rows(tmp_path / "state") < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    rows = _outbox_rows(tmp_path / "state")
+    daemon.send_signal(signal.SIGKILL)
+    out, _ = daemon.communicate(timeout=10)
+    printed = [json.loads(x) for x in out.decode().splitlines()]
+    assert rows >= 2 and len(printed) >= 1
+    broker.start()
+    try:
+        sub = Subscriber(broker.port, "edge_hf/+/+/event")
+        time.sleep(0.5)
+        # The next start (a replay of a scene without a fall) sends what the killed one left.
+        subprocess.run(_cli("replay", "--config", str(cfg), "--video", str(demo["lie_down_demo"])),
+                       capture_output=True, text=True, check=True)  # fmt: skip
+        sub.wait_for(lambda m: len(m) >= len(printed))
+        got = [e["event_id"] + e["type"] for e in sub.events()]
+        assert got[: len(printed)] == [e["event_id"] + e["type"] for e in printed]
+        assert _outbox_rows(tmp_path / "state") == 0
+        sub.close()
+    finally:
+        broker.stop()
+
+
+def test_wrong_password_is_one_line_and_the_daemon_keeps_retrying(
+    tiny_onnx: Path, demo: dict[str, Path], tmp_path: Path
+) -> None:
+    broker = Broker(tmp_path / "broker", users={"edge": "right"}).start()
+    try:
+        cfg = _config_file(tmp_path, tiny_onnx, demo["fall_demo"], broker.port,
+                           ", username: edge, password_env: EDGE_PW", loop=True)  # fmt: skip
+        env = {**os.environ, "EDGE_PW": "wrong"}
+        daemon = subprocess.Popen(_cli("run", "--config", str(cfg)), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+        time.sleep(8)
+        assert daemon.poll() is None, "still running"
+        daemon.terminate()
+        _, err = daemon.communicate(timeout=20)
+        assert daemon.returncode == 0
+        refused = [line for line in err.splitlines() if "refused the connection" in line]
+        assert len(refused) == 1, err
+        assert f"127.0.0.1:{broker.port}" in refused[0] and "wrong" not in err
+    finally:
+        broker.stop()
+
+
+def test_tls_and_password_listener(tmp_path: Path) -> None:
+    ca, cert, key = make_tls(tmp_path / "tls")
+    broker = Broker(
+        tmp_path / "broker", users={"edge": "s3cret", "watcher": "w"}, tls=(ca, cert, key)
+    ).start()
+    try:
+        (tmp_path / "pw").write_text("s3cret\n")
+        cfg = MqttConfig.model_validate({
+            "enabled": True, "port": broker.port, "username": "edge",
+            "password_file": str(tmp_path / "pw"), "tls": {"ca": str(ca)},
+        })  # fmt: skip
+        sub = Subscriber(broker.port, "edge_hf/+/+/event", tls_ca=ca, auth=("watcher", "w"))
+        time.sleep(0.5)
+        sink = MqttSink(cfg, "box", ["hall"], tmp_path / "state")
+        sink.start()
+        assert sink.connected.wait(10), sink.last_error
+        sink.send(_event(1))
+        sub.wait_for(lambda m: len(m) >= 1)
+        assert sub.events()[0]["event_id"] == _event(1)["event_id"]
+        sink.close()
+        sub.close()
+    finally:
+        broker.stop()
