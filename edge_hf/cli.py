@@ -234,6 +234,24 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_alerts(args: argparse.Namespace) -> int:
+    import threading
+
+    from edge_hf.config import MqttConfig, load_config
+    from edge_hf.mqtt import watch_alerts
+
+    if args.config:
+        cfg = load_config(Path(args.config))
+        mqtt_cfg, device = cfg.mqtt, args.device or cfg.device_id
+    else:
+        mqtt_cfg, device = MqttConfig(host=args.host, port=args.port), args.device or "+"
+    stop = threading.Event()
+    _install_stop_handlers(stop)
+    print(f"listening on {mqtt_cfg.host}:{mqtt_cfg.port} for {mqtt_cfg.topic_prefix}/{device}/...",
+          file=sys.stderr)  # fmt: skip
+    return watch_alerts(mqtt_cfg, device, stop=stop)
+
+
 def _add_dataclass_args(p: argparse.ArgumentParser, cls: type, skip: set[str]) -> None:
     """One --option per field of a config dataclass, typed from its default."""
     hints = typing.get_type_hints(cls)
@@ -343,6 +361,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="event times: media time after epoch (default), now, or ISO",
     )
     p.set_defaults(func=_cmd_replay)
+
+    p = sub.add_parser(
+        "alerts", parents=[common], help="print fall alerts from the broker (de-duplicated)"
+    )
+    p.add_argument("--config", help="take broker settings and device_id from the daemon config")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=1883)
+    p.add_argument("--device", help="only this device_id (default: all)")
+    p.set_defaults(func=_cmd_alerts)
 
     p = sub.add_parser(
         "export", parents=[common], help="export a checkpoint to ONNX with its metadata, verified"

@@ -37,6 +37,20 @@ from edge_hf.outbox import Outbox
 log = logging.getLogger(__name__)
 
 
+def apply_auth_tls(client: mqtt.Client, cfg: MqttConfig) -> None:
+    """Username/password (password from env or file) and TLS from the config."""
+    if cfg.username:
+        client.username_pw_set(cfg.username, cfg.password())
+    if cfg.tls.ca or cfg.tls.cert:
+        client.tls_set(
+            ca_certs=str(cfg.tls.ca) if cfg.tls.ca else None,
+            certfile=str(cfg.tls.cert) if cfg.tls.cert else None,
+            keyfile=str(cfg.tls.key) if cfg.tls.key else None,
+            cert_reqs=ssl.CERT_REQUIRED,
+        )
+        client.tls_insecure_set(cfg.tls.insecure)
+
+
 class MqttSink:
     """The AlertSink that publishes to an MQTT broker through a durable outbox."""
 
@@ -73,16 +87,7 @@ class MqttSink:
             client_id=cfg.client_id or f"edge-hf-{self.device_id}",
             protocol=mqtt.MQTTv5 if cfg.protocol == "5" else mqtt.MQTTv311,
         )
-        if cfg.username:
-            client.username_pw_set(cfg.username, cfg.password())
-        if cfg.tls.ca or cfg.tls.cert:
-            client.tls_set(
-                ca_certs=str(cfg.tls.ca) if cfg.tls.ca else None,
-                certfile=str(cfg.tls.cert) if cfg.tls.cert else None,
-                keyfile=str(cfg.tls.key) if cfg.tls.key else None,
-                cert_reqs=ssl.CERT_REQUIRED,
-            )
-            client.tls_insecure_set(cfg.tls.insecure)
+        apply_auth_tls(client, cfg)
         client.will_set(f"{self.base}/availability", "offline", qos=1, retain=True)
         client.reconnect_delay_set(min_delay=1, max_delay=30)
         client.max_queued_messages_set(0)  # unbounded in memory; the outbox is the bound
@@ -252,3 +257,63 @@ class MqttSink:
                 left, self.broker, self.outbox.path,
             )  # fmt: skip
         self.outbox.close()
+
+
+def watch_alerts(
+    cfg: MqttConfig, device_id: str = "+", out: Any = None, stop: threading.Event | None = None
+) -> int:
+    """`edge-hf alerts`: print each event once (de-duplicated by event_id) and state changes."""
+    import sys
+
+    out = out or sys.stdout
+    stop = stop or threading.Event()
+    seen: set[str] = set()
+    prefix = f"{cfg.topic_prefix}/{device_id}"
+
+    def on_connect(c: mqtt.Client, _u: Any, _f: Any, reason: ReasonCode, _p: Any) -> None:
+        if reason.is_failure:
+            print(
+                f"MQTT broker {cfg.host}:{cfg.port} refused the connection: {reason}",
+                file=sys.stderr,
+            )
+            return
+        c.subscribe(
+            [(f"{prefix}/+/event", 1), (f"{prefix}/availability", 1), (f"{prefix}/+/status", 1)]
+        )
+
+    def on_message(_c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        text = msg.payload.decode(errors="replace")
+        if msg.topic.endswith("/event"):
+            try:
+                event = json.loads(text)
+            except json.JSONDecodeError:
+                print(f"{msg.topic}: not JSON: {text[:80]}", file=out, flush=True)
+                return
+            key = f"{event.get('event_id')}/{event.get('type')}"
+            if key in seen:
+                return  # at-least-once delivery: a repeat of something already shown
+            seen.add(key)
+            kind = "FALL" if event.get("type") == "start" else "fall over"
+            where = f"{event.get('device_id')}/{event.get('camera')}"
+            print(
+                f"{event.get('time')} {kind:9s} {where} score {event.get('score')} "
+                f"peak {event.get('peak_score')} id {event.get('event_id')}",
+                file=out,
+                flush=True,
+            )
+        else:
+            print(f"{msg.topic} {text}", file=out, flush=True)
+
+    client = mqtt.Client(CallbackAPIVersion.VERSION2)
+    apply_auth_tls(client, cfg)
+    client.on_connect = on_connect
+    client.on_message = on_message
+    client.connect_async(cfg.host, cfg.port)
+    client.loop_start()
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        client.disconnect()
+        client.loop_stop()
+    return 0

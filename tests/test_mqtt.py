@@ -296,3 +296,21 @@ def test_tls_and_password_listener(tmp_path: Path) -> None:
         sub.close()
     finally:
         broker.stop()
+
+
+def test_alerts_cli_prints_each_event_once(broker: Broker, tmp_path: Path) -> None:
+    proc = subprocess.Popen(_cli("alerts", "--port", str(broker.port)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    time.sleep(2.5)
+    pub = mqtt.Client(CallbackAPIVersion.VERSION2)
+    pub.connect("127.0.0.1", broker.port)
+    pub.loop_start()
+    for event in (_event(7), _event(7), _event(7, "end")):  # a duplicate, as at-least-once allows
+        pub.publish("edge_hf/box/hall/event", json.dumps(event), qos=1).wait_for_publish(5)
+    time.sleep(1.5)
+    pub.loop_stop()
+    proc.terminate()
+    out, _ = proc.communicate(timeout=10)
+    lines = [line for line in out.splitlines() if "hall" in line]
+    assert len(lines) == 2 and "FALL" in lines[0] and "fall over" in lines[1], out
+    assert proc.returncode == 0
