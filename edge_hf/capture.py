@@ -1,6 +1,7 @@
 """One capture thread per camera: sample on a fixed wall-clock schedule into the camera's ring.
 
-Ticks fall at t0 + k * interval on the monotonic clock (no drift accumulates). At each tick the
+Ticks fall at k * interval on the monotonic clock, a grid shared by all cameras (no drift
+accumulates, and cameras with the same interval fall due together). At each tick the
 newest frame read so far is resized to the model input and written to the ring; a source slower
 than the interval therefore yields repeated frames, and a faster one has frames skipped. Files
 replayed as fast as possible are sampled by media time with the nearest-frame rule of
@@ -124,7 +125,9 @@ class CaptureThread(threading.Thread):
 
     def _pump(self, src: FrameSource) -> bool:
         """Read until the source fails (False) or a file ends (True) or stop is set."""
-        t0 = time.monotonic()
+        # Ticks on a grid shared by every camera with the same interval, so their windows fall due
+        # together and go through the model as one batch.
+        t0 = math.ceil(time.monotonic() / self.interval_s) * self.interval_s
         k = 0
         latest: np.ndarray | None = None
         while not self._stop_event.is_set():
