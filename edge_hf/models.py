@@ -97,6 +97,7 @@ def build_backbone(
     pretrained: str | None = None,
     weights_file: Path | None = None,
     inflate_noise: float = 0.0,
+    stem_kernel: int = 0,
 ) -> nn.Module:
     """A torchvision classifier for (N, 3T, H, W) input.
 
@@ -105,6 +106,8 @@ def build_backbone(
     are loaded *before* conv1 is inflated, so the inflation starts from the pretrained kernel.
     Without any weights, conv1 gets a fresh random 3T-channel init instead: inflating a random
     kernel would only make every time step start identical (blind to motion) for no gain.
+    `stem_kernel` (from scratch only) widens that first conv, e.g. 7 for MobileNet: a 3x3 stem
+    cannot see a limb move several pixels between frames, which is how direction shows.
     """
     builder = _torchvision_builder(name)
     if pretrained not in (None, "imagenet"):
@@ -135,8 +138,19 @@ def build_backbone(
             raise TypeError(
                 f"{name}: expected a Conv2d as first layer, found {type(conv).__name__}"
             )
+        scratch = pretrained is None and weights_file is None
+        if stem_kernel and stem_kernel != conv.kernel_size[0]:
+            if not scratch:
+                raise UserError(
+                    f"--stem-kernel {stem_kernel}: pretrained {name} weights have a "
+                    f"{conv.kernel_size[0]}x{conv.kernel_size[0]} stem; drop one of the two"
+                )
+            return nn.Conv2d(
+                3 * window, conv.out_channels, stem_kernel, stride=conv.stride,  # type: ignore[arg-type]
+                padding=stem_kernel // 2, bias=conv.bias is not None,
+            )  # fmt: skip
         inflated = inflate_conv(conv, window, inflate_noise)
-        if pretrained is None and weights_file is None:
+        if scratch:
             inflated.reset_parameters()
         return inflated
 
@@ -195,9 +209,12 @@ def build_model(
     pretrained: str | None = None,
     weights_file: Path | None = None,
     inflate_noise: float = 0.0,
+    stem_kernel: int = 0,
 ) -> nn.Module:
     """The classifier for (N, volumes*3T, H, W): a backbone, or a HyperVolume when volumes > 1."""
-    backbone = build_backbone(name, window, num_classes, pretrained, weights_file, inflate_noise)
+    backbone = build_backbone(
+        name, window, num_classes, pretrained, weights_file, inflate_noise, stem_kernel
+    )
     if volumes <= 1:
         return backbone
     return HyperVolume(backbone, name, volumes, num_classes)

@@ -59,6 +59,7 @@ class TrainConfig:
     pretrained: str | None = None
     weights: str | None = None
     inflate_noise: float = 0.0
+    stem_kernel: int = 0  # 0: the backbone's own first-conv size
     freeze_bn: bool = False
     shuffle_time: bool = False
     workers: int = 0
@@ -167,7 +168,9 @@ def load_checkpoint(path: Path) -> tuple[nn.Module, TrainConfig, list[str]]:
         raise UserError(f"{path}: cannot read this checkpoint ({exc})") from None
     cfg = TrainConfig.from_dict(ckpt["config"])
     classes = list(ckpt["classes"])
-    model = build_model(cfg.backbone, cfg.window, len(classes), cfg.volumes)
+    model = build_model(
+        cfg.backbone, cfg.window, len(classes), cfg.volumes, stem_kernel=cfg.stem_kernel
+    )
     model.load_state_dict(ckpt["model"])
     model.eval()
     return model, cfg, classes
@@ -265,6 +268,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         cfg.pretrained,
         Path(cfg.weights) if cfg.weights else None,
         cfg.inflate_noise,
+        cfg.stem_kernel,
     )
     if cfg.init_from:
         _init_from_checkpoint(model, Path(cfg.init_from), cfg)

@@ -95,3 +95,16 @@ def test_freeze_batchnorm_keeps_running_statistics() -> None:
     model.train()
     model(torch.randn(4, 9, 64, 64) * 5 + 3)
     assert not torch.equal(before, model.bn1.running_mean)
+
+
+def test_a_wider_stem_only_from_scratch(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model = build_backbone("mobilenet_v3_small", 3, 2, stem_kernel=7).eval()
+    stem = model.features[0][0]
+    assert stem.kernel_size == (7, 7) and stem.in_channels == 9 and stem.stride == (2, 2)
+    with torch.no_grad():
+        assert model(torch.randn(1, 9, 64, 64)).shape == (1, 2)
+    import torchvision
+
+    torch.save(torchvision.models.mobilenet_v3_small(weights=None).state_dict(), tmp_path / "w.pth")
+    with pytest.raises(UserError, match="stem"):
+        build_backbone("mobilenet_v3_small", 3, 2, weights_file=tmp_path / "w.pth", stem_kernel=7)
