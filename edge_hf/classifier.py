@@ -76,7 +76,7 @@ class OnnxFallClassifier:
         fp16: bool = True,
         max_batch: int = 16,
         threads: int = 0,
-        on_slow_start: Callable[[], None] | None = None,
+        on_slow_start: Callable[[], object] | None = None,
     ) -> None:
         import onnxruntime as ort
 

@@ -164,9 +164,13 @@ def _make_sink(cfg: typing.Any, statuses: bool = False) -> typing.Any:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from edge_hf.pipeline import Pipeline
+    from edge_hf.sdnotify import Notifier
 
     cfg, _ = _load_checked(args.config)
-    pipeline = Pipeline(cfg, _make_sink(cfg, args.statuses), config_name=args.config)
+    notifier = Notifier()
+    pipeline = Pipeline(
+        cfg, _make_sink(cfg, args.statuses), config_name=args.config, notifier=notifier
+    )
     _install_stop_handlers(pipeline.stop)
     pipeline.start()
     pipeline.run(drain_s=args.drain_s)

@@ -27,6 +27,7 @@ from edge_hf.config import CameraConfig, Config, check_against_model
 from edge_hf.events import FallDetector, ModelInfo
 from edge_hf.hyperframe import HyperframeBuilder
 from edge_hf.ring import FrameRing, Window
+from edge_hf.sdnotify import Notifier, watchdog_interval_s
 from edge_hf.sinks import AlertSink
 from edge_hf.sources import SourceError, make_source
 from edge_hf.video import to_model_rgb
@@ -75,11 +76,14 @@ class Pipeline:
         cfg: Config,
         sink: AlertSink,
         source_override: str | None = None,
-        on_slow_start: Callable[[], None] | None = None,
         config_name: str = "config",
+        notifier: Notifier | None = None,
+        stuck_after_s: float = 15.0,
     ) -> None:
         self.cfg = cfg
         self.sink = sink
+        self.notifier = notifier or Notifier("")
+        self.stuck_after_s = stuck_after_s
         self.stop = threading.Event()
         self._new_sample = threading.Event()
         self.stats = PipelineStats()
@@ -89,7 +93,8 @@ class Pipeline:
             cfg.state_dir,
             cfg.model.fp16,
             cfg.max_batch,
-            on_slow_start=on_slow_start,
+            # A TensorRT engine build can take minutes: ask systemd to wait rather than kill us.
+            on_slow_start=lambda: self.notifier.extend_timeout(900),
         )
         contract = self.classifier.contract
         check_against_model(cfg, contract, config_name)
@@ -188,6 +193,29 @@ class Pipeline:
                 c.name, factory, cam.ring, cam.interval_s, self.size, self.stop, c.stall_timeout_s
             )
             cam.thread.start()
+        deadline = time.monotonic() + 15  # READY once every camera has tried its first open
+        while time.monotonic() < deadline and any(
+            c.thread is not None and c.thread.stats.state == "starting" for c in self.cameras
+        ):
+            time.sleep(0.05)
+        self.notifier.ready(self.status_line())
+
+    def status_line(self) -> str:
+        """Per-camera state for systemd's STATUS= (shown by `systemctl status`)."""
+        parts = []
+        for cam in self.cameras:
+            state = cam.thread.stats.state if cam.thread is not None else "starting"
+            parts.append(f"{cam.cfg.name}: {state}")
+        return "; ".join(parts)
+
+    def making_progress(self, now: float | None = None) -> bool:
+        """Frames advanced and inference completed within `stuck_after_s`: what WATCHDOG=1 means."""
+        now = time.monotonic() if now is None else now
+        frames = any(
+            c.thread is not None and now - c.thread.stats.last_frame_at < self.stuck_after_s
+            for c in self.cameras
+        )
+        return frames and now - self.stats.last_progress < self.stuck_after_s
 
     def run(self, drain_s: float = 5.0) -> None:
         """The inference loop, until `stop` is set or every (file) camera has ended."""
@@ -195,6 +223,8 @@ class Pipeline:
         # Cameras tick on a shared grid but their frames land a little apart: wait this long after
         # the first new sample so the others join the same batch.
         coalesce_s = min(0.03, min(c.interval_s for c in self.cameras) / 3)
+        beat_s = min(5.0, watchdog_interval_s() or 5.0)
+        next_beat = time.monotonic()
         try:
             while not self.stop.is_set():
                 if self._new_sample.wait(0.5) and len(self.cameras) > 1:
@@ -204,6 +234,12 @@ class Pipeline:
                 if due:
                     self.process(due, lambda t: t + wall_offset)
                 self._update_status()
+                now = time.monotonic()
+                if now >= next_beat:
+                    next_beat = now + beat_s
+                    self.notifier.status(self.status_line())
+                    if self.making_progress(now):
+                        self.notifier.watchdog()
                 if all(c.thread is not None and not c.thread.is_alive() for c in self.cameras):
                     log.info("every camera has ended")
                     break
@@ -212,6 +248,7 @@ class Pipeline:
 
     def shutdown(self, drain_s: float, wall_offset: float) -> None:
         """Stop capture, classify what is left within the budget, close events, close the sink."""
+        self.notifier.stopping()
         self.stop.set()
         deadline = time.monotonic() + drain_s
         for cam in self.cameras:

@@ -1,0 +1,96 @@
+"""systemd integration: the notify protocol over a real datagram socket, and the unit's hardening."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from edge_hf.sdnotify import Notifier
+from edge_hf.synth import write_demo_clips
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _listen(path: str) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.settimeout(0.2)
+    return sock
+
+
+def _drain(sock: socket.socket, seconds: float) -> list[str]:
+    msgs, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            msgs.append(sock.recv(4096).decode())
+        except TimeoutError:
+            pass
+    return msgs
+
+
+def test_notifier_reaches_path_and_abstract_sockets(tmp_path: Path) -> None:
+    sock = _listen(str(tmp_path / "notify"))
+    assert Notifier(str(tmp_path / "notify")).ready("hall: online")
+    assert sock.recv(4096).decode() == "READY=1\nSTATUS=hall: online"
+    name = f"edge-hf-test-{os.getpid()}"
+    abstract = _listen("\0" + name)
+    assert Notifier("@" + name).watchdog()
+    assert abstract.recv(4096).decode() == "WATCHDOG=1"
+    assert not Notifier("").ready(), "outside systemd: a no-op"
+
+
+def _run(config: Path, notify: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "NOTIFY_SOCKET": str(notify), "WATCHDOG_USEC": "2000000"}
+    env.pop("WATCHDOG_PID", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "edge_hf.cli", "run", "--config", str(config)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+
+
+def _config(tmp_path: Path, model: Path, source: Path) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        f"device_id: t\nmodel: {{path: {model}, providers: [cpu]}}\n"
+        f"cameras:\n  - {{name: hall, source: {source}, loop: true}}\nstate_dir: {tmp_path}/state\n"
+    )
+    return path
+
+
+def test_ready_watchdog_while_healthy_and_stopping_on_sigterm(
+    tiny_onnx: Path, tmp_path: Path
+) -> None:
+    (clip,) = [p for p in write_demo_clips(tmp_path / "demo") if "fall" in p.name]
+    sock = _listen(str(tmp_path / "notify"))
+    proc = _run(_config(tmp_path, tiny_onnx, clip), tmp_path / "notify")
+    msgs = _drain(sock, 12)
+    proc.send_signal(signal.SIGTERM)
+    msgs += _drain(sock, 3)
+    proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    assert msgs[0].startswith("READY=1") and "hall: online" in msgs[0]
+    beats = [m for m in msgs if m == "WATCHDOG=1"]
+    assert len(beats) >= 3, msgs
+    assert any(m.startswith("STATUS=hall: online") for m in msgs)
+    assert msgs.index("STOPPING=1") > msgs.index("WATCHDOG=1")
+
+
+def test_no_watchdog_when_the_pipeline_is_stuck(tiny_onnx: Path, tmp_path: Path) -> None:
+    sock = _listen(str(tmp_path / "notify"))
+    proc = _run(
+        _config(tmp_path, tiny_onnx, tmp_path / "camera-that-never-comes.mp4"), tmp_path / "notify"
+    )
+    msgs = _drain(sock, 6)
+    proc.terminate()
+    proc.communicate(timeout=20)
+    assert msgs and msgs[0].startswith("READY=1") and "hall: stalled" in msgs[0]
+    assert "WATCHDOG=1" not in msgs, "no frames advance: systemd's watchdog must be allowed to fire"
+    assert any(m.startswith("STATUS=") for m in msgs[1:])
