@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-import pytest
 
 from edge_hf.sdnotify import Notifier
 from edge_hf.synth import write_demo_clips
@@ -29,10 +27,8 @@ def _listen(path: str) -> socket.socket:
 def _drain(sock: socket.socket, seconds: float) -> list[str]:
     msgs, deadline = [], time.monotonic() + seconds
     while time.monotonic() < deadline:
-        try:
+        with contextlib.suppress(TimeoutError):
             msgs.append(sock.recv(4096).decode())
-        except TimeoutError:
-            pass
     return msgs
 
 
