@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from edge_hf.sdnotify import Notifier
 from edge_hf.synth import write_demo_clips
@@ -90,3 +94,20 @@ def test_no_watchdog_when_the_pipeline_is_stuck(tiny_onnx: Path, tmp_path: Path)
     assert msgs and msgs[0].startswith("READY=1") and "hall: stalled" in msgs[0]
     assert "WATCHDOG=1" not in msgs, "no frames advance: systemd's watchdog must be allowed to fire"
     assert any(m.startswith("STATUS=") for m in msgs[1:])
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_unit_exposure_is_at_most_2() -> None:
+    unit = ROOT / "systemd" / "edge-hf.service"
+    proc = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", "--no-pager", str(unit)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    match = re.search(r"Overall exposure level for edge-hf.service: (\d+\.\d+)", proc.stdout)
+    assert match, proc.stdout[-500:] + proc.stderr[-500:]
+    assert float(match.group(1)) <= 2.0
+    text = unit.read_text()
+    for needle in ("Type=notify", "WatchdogSec=", "LoadCredential=mqtt-password", "DevicePolicy=closed",
+                   "ProtectSystem=strict", "NoNewPrivileges=yes", "SystemCallFilter=@system-service",
+                   "StateDirectory=edge-hf", "CacheDirectory=edge-hf", "Restart=on-failure"):  # fmt: skip
+        assert needle in text, needle
