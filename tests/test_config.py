@@ -132,3 +132,13 @@ def test_password_comes_from_env_or_file_never_the_yaml(
     assert cfg.mqtt.password() == "from-file"
     with pytest.raises(UserError, match="EDGE_HF_NOPE is not set"):
         parse_config(base + "mqtt: {password_env: EDGE_HF_NOPE}\n").mqtt.password()
+
+
+@pytest.mark.parametrize(
+    "example",
+    sorted((Path(__file__).parents[1] / "deploy" / "examples").glob("*.yaml")),
+    ids=lambda p: p.name,
+)
+def test_example_configs_are_valid(example: Path) -> None:
+    cfg = parse_config(example.read_text(), str(example))
+    assert cfg.enabled_cameras() and cfg.mqtt.enabled
