@@ -172,8 +172,25 @@ def _cmd_run(args: argparse.Namespace) -> int:
         cfg, _make_sink(cfg, args.statuses), config_name=args.config, notifier=notifier
     )
     _install_stop_handlers(pipeline.stop)
-    pipeline.start()
-    pipeline.run(drain_s=args.drain_s)
+    metrics = None
+    if cfg.metrics.enabled:
+        from edge_hf.metrics_export import Metrics
+
+        metrics = Metrics(pipeline)
+        try:
+            metrics.serve(cfg.metrics.host, cfg.metrics.port)
+        except OSError as exc:
+            raise UserError(
+                f"metrics.port {cfg.metrics.port}: cannot listen on {cfg.metrics.host} "
+                f"({exc.strerror}); pick a free port"
+            ) from None
+        pipeline.metrics = metrics
+    try:
+        pipeline.start()
+        pipeline.run(drain_s=args.drain_s)
+    finally:
+        if metrics is not None:
+            metrics.close()
     return 0
 
 

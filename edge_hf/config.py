@@ -131,6 +131,14 @@ class MqttConfig(_Section):
         return None
 
 
+class MetricsConfig(_Section):
+    """The Prometheus endpoint (loopback by default: scores reveal activity in a room)."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(9108, ge=1, le=65535)
+
+
 class Config(_Section):
     """The whole daemon configuration."""
 
@@ -139,6 +147,8 @@ class Config(_Section):
     cameras: list[CameraConfig] = Field(min_length=1)
     detection: DetectionConfig = DetectionConfig()
     mqtt: MqttConfig = MqttConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    stats_interval_s: float = Field(60.0, gt=0)  # retained MQTT stats topic
     state_dir: Path = Path("/var/lib/edge-hf")
     max_batch: int = Field(16, ge=1)
 

@@ -67,6 +67,7 @@ class FallDetector:
         self._below = 0
         self._cooldown_until = float("-inf")
         self.last_score = 0.0
+        self.counts: dict[str, int] = {"start": 0, "end": 0}
 
     @property
     def active(self) -> bool:
@@ -112,6 +113,7 @@ class FallDetector:
         snapshot = self._snapshot(event_id, frame)
         if snapshot:
             self._event["snapshot"] = snapshot
+        self.counts["start"] += 1
         log.info("%s: fall started (score %.2f) event %s", self.camera, score, event_id)
         return self._payload("start", score, t)
 
@@ -122,6 +124,7 @@ class FallDetector:
         self._event = None
         self._recent.clear()
         self._cooldown_until = t + self.cfg.cooldown_s
+        self.counts["end"] += 1
         log.info("%s: fall ended (%s) event %s", self.camera, reason, payload["event_id"])
         return payload
 

@@ -233,6 +233,14 @@ class MqttSink:
             self._fall[cam] = state
             self._durable(f"{self.base}/{cam}/fall", state, retain=True)
 
+    def stats(self, payload: dict[str, Any]) -> None:
+        payload = {
+            **payload,
+            "outbox_depth": len(self.outbox),
+            "outbox_dropped": self.outbox.dropped,
+        }
+        self._publish(f"{self.base}/stats", json.dumps(payload, sort_keys=True), 0, True, None)
+
     def camera_status(self, camera: str, status: str) -> None:
         self._status[camera] = status
         self._publish(f"{self.base}/{camera}/status", status, 1, True, None)

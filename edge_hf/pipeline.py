@@ -87,6 +87,7 @@ class Pipeline:
         self.stop = threading.Event()
         self._new_sample = threading.Event()
         self.stats = PipelineStats()
+        self.metrics: Any = None  # edge_hf.metrics_export.Metrics when the endpoint is on
         self.classifier = OnnxFallClassifier(
             cfg.model.path,
             cfg.model.providers,
@@ -136,6 +137,8 @@ class Pipeline:
             scores = self.classifier.fall_scores(batch)
             ms = (time.perf_counter() - t0) * 1000
             now = time.monotonic()
+            if self.metrics is not None:
+                self.metrics.inference.observe(ms / 1000)
             self.stats.batches += 1
             self.stats.windows += len(chunk)
             # Latency (newest sample -> decision) only means something on the live clock.
@@ -225,6 +228,7 @@ class Pipeline:
         coalesce_s = min(0.03, min(c.interval_s for c in self.cameras) / 3)
         beat_s = min(5.0, watchdog_interval_s() or 5.0)
         next_beat = time.monotonic()
+        next_stats = time.monotonic() + min(10.0, self.cfg.stats_interval_s)
         try:
             while not self.stop.is_set():
                 if self._new_sample.wait(0.5) and len(self.cameras) > 1:
@@ -235,6 +239,9 @@ class Pipeline:
                     self.process(due, lambda t: t + wall_offset)
                 self._update_status()
                 now = time.monotonic()
+                if now >= next_stats:
+                    next_stats = now + self.cfg.stats_interval_s
+                    self.sink.stats(self.stats_payload())
                 if now >= next_beat:
                     next_beat = now + beat_s
                     self.notifier.status(self.status_line())
@@ -266,6 +273,28 @@ class Pipeline:
             self.sink.camera_status(cam.cfg.name, "offline")
         log.info("%s", self.summary())
         self.sink.close()
+
+    def stats_payload(self) -> dict[str, Any]:
+        """Health numbers for the retained MQTT stats topic."""
+        cams = {}
+        for c in self.cameras:
+            st = c.thread.stats if c.thread is not None else None
+            cams[c.cfg.name] = {
+                "state": st.state if st else "starting",
+                "frames_read": st.frames_read if st else 0,
+                "stalls": st.stalls if st else 0,
+                "reconnects": st.reconnects if st else 0,
+                "windows": c.windows,
+                "skipped": c.skipped,
+                "dropped": c.ring.dropped,
+                "last_score": round(c.detector.last_score, 4),
+            }
+        inf = self.stats.inference_ms
+        return {
+            "cameras": cams,
+            "inference_ms_p50": round(float(np.median(inf)), 2) if inf else None,
+            "providers": self.classifier.providers,
+        }
 
     def summary(self) -> str:
         """One line: windows, skips, drops, inference and capture-to-decision latency."""

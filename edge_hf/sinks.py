@@ -23,6 +23,10 @@ class AlertSink(Protocol):
         """A camera became online, stalled or offline."""
         ...
 
+    def stats(self, payload: dict[str, Any]) -> None:
+        """Periodic health numbers (MQTT: the retained stats topic)."""
+        ...
+
     def close(self) -> None:
         """Flush and disconnect (the pipeline's last call)."""
         ...
@@ -52,6 +56,9 @@ class JsonLinesSink:
                 self.stream.write(json.dumps({"camera": camera, "status": status}) + "\n")
                 self.stream.flush()
 
+    def stats(self, payload: dict[str, Any]) -> None:
+        return None
+
     def close(self) -> None:
         self.stream.flush()
 
@@ -73,6 +80,10 @@ class TeeSink:
     def camera_status(self, camera: str, status: str) -> None:
         for s in self.sinks:
             s.camera_status(camera, status)
+
+    def stats(self, payload: dict[str, Any]) -> None:
+        for s in self.sinks:
+            s.stats(payload)
 
     def close(self) -> None:
         for s in self.sinks:
