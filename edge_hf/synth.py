@@ -210,13 +210,17 @@ def render_clip(
     height: int = 240,
     lead_s: float | None = None,
     tail_s: float | None = None,
+    look_seed: int | None = None,
 ) -> tuple[Iterator[np.ndarray], _Action, int]:
     """Frames (BGR uint8) of one clip, its action timing and its frame count.
 
     `lead_s` / `tail_s` override the still time before and after the action (demo scenes).
+    `look_seed` fixes the room and the person independently of the action.
     """
     rng = np.random.default_rng(seed)
     look = _make_look(rng, width, height)
+    if look_seed is not None:
+        look = _make_look(np.random.default_rng(look_seed), width, height)
     action = _make_action(label, rng, width, lead_s, tail_s)
     n_frames = max(1, round(action.duration_s * fps))
     drift_phase, drift_amp = float(rng.uniform(0, 2 * math.pi)), float(rng.uniform(0.03, 0.12))
@@ -269,8 +273,13 @@ def generate(
     total = clips_per_class * len(classes)
     for i in range(clips_per_class):
         for c, label in enumerate(classes):
+            # Every class of index i shares one room and one person: the background then says
+            # nothing about the label, and a network must learn the motion, not memorise rooms.
             clip_seed = seed * 1_000_003 + i * 101 + c
-            frames, action, n = render_clip(label, clip_seed, fps, width, height)
+            look_seed = seed * 1_000_003 + i * 101 + 97
+            frames, action, n = render_clip(
+                label, clip_seed, fps, width, height, look_seed=look_seed
+            )
             rel = f"{label}/{label}_{seed}_{i:04d}.mp4"
             (out / label).mkdir(exist_ok=True)
             write_video(out / rel, frames, fps, (width, height))
