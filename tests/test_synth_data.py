@@ -214,3 +214,14 @@ def test_time_before_a_fall_can_be_taught_as_background(tmp_path: Path) -> None:
     segments = sorted((c.label, c.lo_s, c.hi_s) for c in loaded)
     assert segments == [("adl", 0.0, 2.7), ("adl", 0.0, 6.0), ("fall", 3.0, 5.0)]
     assert len(decode_clips(clips, (48, 64))) == 2, "off unless asked for"
+
+
+def test_classes_of_one_index_share_the_room(synth_small: Path) -> None:
+    """The background must not give the label away: index i of every class is the same room."""
+
+    def first(name: str) -> np.ndarray:
+        return decode_video(synth_small / name, (60, 80)).frames[0].astype(np.float32)
+
+    same = np.abs(first("fall/fall_5_0000.mp4") - first("sit_down/sit_down_5_0000.mp4")).mean()
+    other = np.abs(first("fall/fall_5_0000.mp4") - first("fall/fall_5_0001.mp4")).mean()
+    assert same < 0.5 * other
