@@ -59,9 +59,13 @@ demo: $(STAMP)
 # 2 CPU cores. Every step is deterministic for its seed.
 DEMO_MODEL := models/fall-synth-mobilenet_v3_small-t3
 DEMO_TRAIN := --backbone mobilenet_v3_small --input-size 96 --epochs 50 --samples-per-clip 2 --lr 2e-3
-demo-model: $(STAMP)
+data/synth_train/manifest.csv: edge_hf/synth.py | $(STAMP)
 	$(VENV)/bin/edge-hf synth --out data/synth_train --clips 200 --fps 30 --seed 21 --width 240 --height 180
+
+data/synth_test10/manifest.csv: edge_hf/synth.py | $(STAMP)
 	$(VENV)/bin/edge-hf synth --out data/synth_test10 --clips 30 --fps 10 --seed 99 --width 240 --height 180
+
+demo-model: data/synth_train/manifest.csv data/synth_test10/manifest.csv
 	$(VENV)/bin/edge-hf diagnose --data data/synth_train --test-data data/synth_test10 --out runs/demo $(DEMO_TRAIN)
 	$(VENV)/bin/edge-hf export --checkpoint runs/demo/hyperframe/best.pt --out $(DEMO_MODEL).onnx
 	$(VENV)/bin/edge-hf eval --model $(DEMO_MODEL).onnx --data data/synth_test10 --json > runs/demo/test10.json
