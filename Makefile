@@ -86,7 +86,7 @@ real-experiment: $(STAMP)
 REAL_MODEL := models/fall-real-mobilenet_v3_small-t3
 REAL_TRAIN := --backbone mobilenet_v3_small --input-size 96 --window 3 --interval-ms $(REAL_INTERVAL_MS) \
 	--epochs 25 --samples-per-clip 12 --lr 2e-3 --crop-scale-min 0.6 --background-label adl --seed 0
-REAL_INTERVAL_MS ?= 200
+REAL_INTERVAL_MS ?= 100
 real-model: $(STAMP)
 	$(VENV)/bin/edge-hf train --data $(REAL_DATA) --val-data $(REAL_DATA) --select last \
 		--out runs/real_final $(REAL_TRAIN)

@@ -34,7 +34,7 @@ VARIANTS: dict[str, tuple[int, float, bool, bool]] = {
     "T=5 @100ms (span 400ms)": (5, 100.0, False, False),
     "T=5 @200ms (span 800ms)": (5, 200.0, False, False),
     "T=3 @200ms time-shuffled": (3, 200.0, True, False),
-    "T=3 @200ms from synthetic": (3, 200.0, False, True),
+    "T=3 @100ms from synthetic": (3, 100.0, False, True),
 }
 SYNTH_CHECKPOINT = "runs/demo/hyperframe/best.pt"  # written by `make demo-model`
 
