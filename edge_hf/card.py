@@ -135,13 +135,23 @@ def main() -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--train-command", required=True)
     p.add_argument("--data-note", required=True)
-    p.add_argument("--test-json", required=True)
+    p.add_argument("--test-json", help="an `edge-hf eval --json` report on held-out clips")
     p.add_argument("--test-note", required=True)
-    p.add_argument("--diagnose-md")
+    p.add_argument("--diagnose-md", help="a Markdown table to include")
+    p.add_argument("--diagnose-title", default="Diagnose (same data and budget)")
     a = p.parse_args()
-    report = json.loads(Path(a.test_json).read_text())
+    report = json.loads(Path(a.test_json).read_text()) if a.test_json else None
     diag = Path(a.diagnose_md).read_text() if a.diagnose_md else None
-    write_card(Path(a.model), Path(a.out), a.train_command, a.data_note, report, a.test_note, diag)
+    write_card(
+        Path(a.model),
+        Path(a.out),
+        a.train_command,
+        a.data_note,
+        report,
+        a.test_note,
+        diag,
+        a.diagnose_title,
+    )
 
 
 if __name__ == "__main__":
