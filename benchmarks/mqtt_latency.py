@@ -1,4 +1,4 @@
-"""Time from `MqttSink.send(event)` (outbox write included) to a subscriber's on_message, on loopback.
+"""Time from `MqttSink.send(event)` (outbox write included) to a subscriber, on loopback.
 
     python benchmarks/mqtt_latency.py [--events 200]
 
