@@ -14,6 +14,7 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
+import yaml
 
 import edge_hf
 from edge_hf.capture import CaptureThread, sample_by_media_time
@@ -26,6 +27,8 @@ from edge_hf.sinks import JsonLinesSink
 from edge_hf.sources import make_source
 from edge_hf.synth import write_demo_clips
 from tests.conftest import SHARED_DATA, SHIPPED_MODEL, counter_video, frame_number
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # ------------------------------------------------------------------ sampling
 
@@ -201,11 +204,15 @@ def test_a_truncated_file_ends_cleanly() -> None:
 # ------------------------------------------------------------------ replay and run
 
 
+DEMO_THRESHOLD = yaml.safe_load((ROOT / "deploy" / "demo.yaml").read_text())["model"]["threshold"]
+
+
 def _config(model: Path, tmp_path: Path, sources: dict[str, Path], **extra: object) -> Config:
+    """A config like deploy/demo.yaml (same threshold) for the given cameras."""
     return Config.model_validate(
         {
             "device_id": "test",
-            "model": {"path": str(model), "providers": ["cpu"]},
+            "model": {"path": str(model), "providers": ["cpu"], "threshold": DEMO_THRESHOLD},
             "cameras": [{"name": n, "source": str(p)} for n, p in sources.items()],
             "state_dir": str(tmp_path / "state"),
             **extra,
@@ -254,7 +261,7 @@ def test_replay_of_the_slow_lie_down_gives_no_event(
     pipeline = Pipeline(cfg, sink)
     pipeline.replay()
     assert sink.events == []
-    assert max(pipeline.cameras[0].scores) < 0.5
+    assert max(pipeline.cameras[0].scores) < DEMO_THRESHOLD
 
 
 def test_replay_cli_is_deterministic(

@@ -98,7 +98,7 @@ def _config_file(
 ) -> Path:
     path = tmp_path / "edge-hf.yaml"
     path.write_text(
-        f"device_id: box\nmodel: {{path: {model}, providers: [cpu]}}\n"
+        f"device_id: box\nmodel: {{path: {model}, providers: [cpu], threshold: 0.75}}\n"
         f"cameras:\n  - {{name: hall, source: {video}, loop: {str(loop).lower()}}}\n"
         f"mqtt: {{enabled: true, port: {port}{extra_mqtt}}}\nstate_dir: {tmp_path / 'state'}\n"
     )
