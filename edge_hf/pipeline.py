@@ -270,7 +270,9 @@ class Pipeline:
         for cam in self.cameras:
             for event in cam.detector.close(now):
                 self.sink.send(event)
-            self.sink.camera_status(cam.cfg.name, "offline")
+            if cam.status != "offline":
+                cam.status = "offline"
+                self.sink.camera_status(cam.cfg.name, "offline")
         log.info("%s", self.summary())
         self.sink.close()
 
