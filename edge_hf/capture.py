@@ -101,6 +101,7 @@ class CaptureThread(threading.Thread):
                 continue
             log.info("%s: opened %s", self.camera, src.description)
             self.stats.state = "online"
+            self.stats.last_frame_at = time.monotonic()  # the stall clock starts at the open
             backoff = 0.5
             try:
                 ended = self._pump(src)

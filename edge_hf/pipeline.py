@@ -59,7 +59,7 @@ class PipelineStats:
     windows: int = 0
     inference_ms: list[float] = field(default_factory=list)  # recent, bounded
     latency_ms: list[float] = field(default_factory=list)  # newest sample -> decision, recent
-    last_progress: float = field(default_factory=time.monotonic)
+    last_progress: float = float("-inf")  # monotonic time of the last completed batch
 
     def record(self, inference_ms: float, latencies: Iterable[float]) -> None:
         self.inference_ms.append(inference_ms)
@@ -215,7 +215,9 @@ class Pipeline:
         """Frames advanced and inference completed within `stuck_after_s`: what WATCHDOG=1 means."""
         now = time.monotonic() if now is None else now
         frames = any(
-            c.thread is not None and now - c.thread.stats.last_frame_at < self.stuck_after_s
+            c.thread is not None
+            and c.thread.stats.frames_read > 0
+            and now - c.thread.stats.last_frame_at < self.stuck_after_s
             for c in self.cameras
         )
         return frames and now - self.stats.last_progress < self.stuck_after_s

@@ -47,6 +47,16 @@ def test_notifier_reaches_path_and_abstract_sockets(tmp_path: Path) -> None:
     assert not Notifier("").ready(), "outside systemd: a no-op"
 
 
+def _until_ready(sock: socket.socket, timeout: float = 60.0) -> list[str]:
+    """Messages up to and including READY=1 (start-up is slow on a loaded machine)."""
+    msgs, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msgs += _drain(sock, 0.5)
+        if any(m.startswith("READY=1") for m in msgs):
+            return msgs
+    raise AssertionError(f"no READY=1 within {timeout} s: {msgs}")
+
+
 def _run(config: Path, notify: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "NOTIFY_SOCKET": str(notify), "WATCHDOG_USEC": "2000000"}
     env.pop("WATCHDOG_PID", None)
@@ -71,7 +81,8 @@ def test_ready_watchdog_while_healthy_and_stopping_on_sigterm(
     (clip,) = [p for p in write_demo_clips(tmp_path / "demo") if "fall" in p.name]
     sock = _listen(str(tmp_path / "notify"))
     proc = _run(_config(tmp_path, tiny_onnx, clip), tmp_path / "notify")
-    msgs = _drain(sock, 12)
+    msgs = _until_ready(sock)
+    msgs += _drain(sock, 8)
     proc.send_signal(signal.SIGTERM)
     msgs += _drain(sock, 3)
     proc.communicate(timeout=20)
@@ -88,7 +99,8 @@ def test_no_watchdog_when_the_pipeline_is_stuck(tiny_onnx: Path, tmp_path: Path)
     proc = _run(
         _config(tmp_path, tiny_onnx, tmp_path / "camera-that-never-comes.mp4"), tmp_path / "notify"
     )
-    msgs = _drain(sock, 6)
+    msgs = _until_ready(sock)
+    msgs += _drain(sock, 8)
     proc.terminate()
     proc.communicate(timeout=20)
     assert msgs and msgs[0].startswith("READY=1") and "hall: stalled" in msgs[0]
