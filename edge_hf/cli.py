@@ -163,10 +163,12 @@ def _make_sink(cfg: typing.Any, statuses: bool = False) -> typing.Any:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from edge_hf.config import ensure_state_dir
     from edge_hf.pipeline import Pipeline
     from edge_hf.sdnotify import Notifier
 
     cfg, _ = _load_checked(args.config)
+    ensure_state_dir(cfg)
     notifier = Notifier()
     pipeline = Pipeline(
         cfg, _make_sink(cfg, args.statuses), config_name=args.config, notifier=notifier
@@ -241,6 +243,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             raise UserError(
                 f"--origin {args.origin!r}: use epoch, now or an ISO-8601 time"
             ) from None
+    from edge_hf.config import ensure_state_dir
+
+    ensure_state_dir(cfg)
     if args.video:  # the replayed camera takes the video's place in topics and events
         cfg = cfg.model_copy(update={"cameras": cfg.enabled_cameras()[:1]})
     pipeline = Pipeline(

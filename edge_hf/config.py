@@ -250,6 +250,20 @@ def check_against_model(cfg: Config, contract: Any, source: str = "config") -> N
             )
 
 
+def ensure_state_dir(cfg: Config) -> None:
+    """Create `state_dir` (outbox, snapshots, TensorRT cache) or fail in one line."""
+    try:
+        cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        probe = cfg.state_dir / ".write-test"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(
+            f"state_dir: cannot write to {cfg.state_dir} ({exc.strerror}); set state_dir to a "
+            "writable folder or run as the service user"
+        ) from None
+
+
 def load_config(path: Path) -> Config:
     """Read and validate a YAML config file."""
     try:

@@ -142,3 +142,15 @@ def test_password_comes_from_env_or_file_never_the_yaml(
 def test_example_configs_are_valid(example: Path) -> None:
     cfg = parse_config(example.read_text(), str(example))
     assert cfg.enabled_cameras() and cfg.mqtt.enabled
+
+
+def test_unwritable_state_dir_is_one_line(tiny_onnx: Path, tmp_path: Path) -> None:
+    path = tmp_path / "edge-hf.yaml"
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    path.write_text(
+        _good(tiny_onnx, tmp_path).replace(str(tmp_path / "state"), str(blocker / "state"))
+    )
+    proc = subprocess.run([sys.executable, "-m", "edge_hf.cli", "run", "--config", str(path)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "state_dir" in proc.stderr
