@@ -53,6 +53,27 @@ def inflate_conv(conv: nn.Conv2d, window: int, noise_std: float = 0.0) -> nn.Con
     return new
 
 
+def add_temporal_derivative(conv: nn.Conv2d, window: int, fraction: float = 0.5) -> None:
+    """Turn `fraction` of a 3T-channel conv's filters into temporal derivatives of themselves.
+
+    Filter f with RGB kernel w gets block k = c_k * w with c_k = k - (T-1)/2 (oldest negative,
+    newest positive): it responds to change over time and its sign says which way things move.
+    A static clip gives 0 on those filters. Repeat/T inflation alone starts every filter blind to
+    time order, which is what direction (sit down vs stand up) needs.
+    """
+    if window < 2 or fraction <= 0:
+        return
+    n = int(conv.out_channels * fraction)
+    coeff = torch.arange(window, dtype=torch.float32) - (window - 1) / 2
+    coeff = coeff / coeff.abs().sum()
+    with torch.no_grad():
+        w = conv.weight[:n].reshape(n, window, 3, *conv.weight.shape[2:])
+        rgb = w.sum(dim=1, keepdim=True)  # the filter's own RGB kernel (T times the block)
+        conv.weight[:n] = (coeff.view(1, window, 1, 1, 1) * rgb).reshape_as(
+            conv.weight[:n]
+        ) * window
+
+
 def _first_conv_path(name: str) -> tuple[str, ...]:
     if name.startswith("resnet"):
         return ("conv1",)
@@ -98,6 +119,7 @@ def build_backbone(
     weights_file: Path | None = None,
     inflate_noise: float = 0.0,
     stem_kernel: int = 0,
+    temporal_init: float = 0.0,
 ) -> nn.Module:
     """A torchvision classifier for (N, 3T, H, W) input.
 
@@ -152,6 +174,7 @@ def build_backbone(
         inflated = inflate_conv(conv, window, inflate_noise)
         if scratch:
             inflated.reset_parameters()
+        add_temporal_derivative(inflated, window, temporal_init)
         return inflated
 
     _swap_module(model, _first_conv_path(name), inflate)
@@ -210,10 +233,18 @@ def build_model(
     weights_file: Path | None = None,
     inflate_noise: float = 0.0,
     stem_kernel: int = 0,
+    temporal_init: float = 0.0,
 ) -> nn.Module:
     """The classifier for (N, volumes*3T, H, W): a backbone, or a HyperVolume when volumes > 1."""
     backbone = build_backbone(
-        name, window, num_classes, pretrained, weights_file, inflate_noise, stem_kernel
+        name,
+        window,
+        num_classes,
+        pretrained,
+        weights_file,
+        inflate_noise,
+        stem_kernel,
+        temporal_init,
     )
     if volumes <= 1:
         return backbone

@@ -60,6 +60,7 @@ class TrainConfig:
     weights: str | None = None
     inflate_noise: float = 0.0
     stem_kernel: int = 0  # 0: the backbone's own first-conv size
+    temporal_init: float = 0.0  # fraction of conv1 filters started as temporal derivatives
     freeze_bn: bool = False
     shuffle_time: bool = False
     workers: int = 0
@@ -269,6 +270,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         Path(cfg.weights) if cfg.weights else None,
         cfg.inflate_noise,
         cfg.stem_kernel,
+        cfg.temporal_init,
     )
     if cfg.init_from:
         _init_from_checkpoint(model, Path(cfg.init_from), cfg)

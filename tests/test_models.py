@@ -108,3 +108,16 @@ def test_a_wider_stem_only_from_scratch(tmp_path) -> None:  # type: ignore[no-un
     torch.save(torchvision.models.mobilenet_v3_small(weights=None).state_dict(), tmp_path / "w.pth")
     with pytest.raises(UserError, match="stem"):
         build_backbone("mobilenet_v3_small", 3, 2, weights_file=tmp_path / "w.pth", stem_kernel=7)
+
+
+def test_temporal_init_makes_filters_blind_to_a_static_clip_but_signed_in_time() -> None:
+    torch.manual_seed(0)
+    model = build_backbone("resnet18", 3, 2, temporal_init=0.5)
+    conv = model.conv1
+    n = conv.out_channels // 2
+    frame = torch.randn(1, 3, 32, 32)
+    static = conv(frame.repeat(1, 3, 1, 1))
+    assert torch.allclose(static[0, :n], torch.zeros_like(static[0, :n]), atol=1e-5)
+    moving = torch.cat([frame, frame, torch.roll(frame, 2, dims=2)], dim=1)
+    reversed_ = torch.cat([torch.roll(frame, 2, dims=2), frame, frame], dim=1)
+    torch.testing.assert_close(conv(moving)[0, :n], -conv(reversed_)[0, :n], rtol=1e-4, atol=1e-4)
