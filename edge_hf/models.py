@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -225,27 +226,13 @@ class HyperVolume(nn.Module):
 
 
 def build_model(
-    name: str,
-    window: int,
-    num_classes: int,
-    volumes: int = 1,
-    pretrained: str | None = None,
-    weights_file: Path | None = None,
-    inflate_noise: float = 0.0,
-    stem_kernel: int = 0,
-    temporal_init: float = 0.0,
+    name: str, window: int, num_classes: int, volumes: int = 1, **backbone_options: Any
 ) -> nn.Module:
-    """The classifier for (N, volumes*3T, H, W): a backbone, or a HyperVolume when volumes > 1."""
-    backbone = build_backbone(
-        name,
-        window,
-        num_classes,
-        pretrained,
-        weights_file,
-        inflate_noise,
-        stem_kernel,
-        temporal_init,
-    )
+    """The classifier for (N, volumes*3T, H, W): a backbone, or a HyperVolume when volumes > 1.
+
+    `backbone_options` are `build_backbone`'s (pretrained, weights_file, inflate_noise, ...).
+    """
+    backbone = build_backbone(name, window, num_classes, **backbone_options)
     if volumes <= 1:
         return backbone
     return HyperVolume(backbone, name, volumes, num_classes)

@@ -169,6 +169,7 @@ def load_checkpoint(path: Path) -> tuple[nn.Module, TrainConfig, list[str]]:
         raise UserError(f"{path}: cannot read this checkpoint ({exc})") from None
     cfg = TrainConfig.from_dict(ckpt["config"])
     classes = list(ckpt["classes"])
+    # Only the architecture matters here: the weights come from the checkpoint.
     model = build_model(
         cfg.backbone, cfg.window, len(classes), cfg.volumes, stem_kernel=cfg.stem_kernel
     )
@@ -266,11 +267,11 @@ def train(cfg: TrainConfig) -> TrainResult:
         cfg.window,
         len(classes),
         cfg.volumes,
-        cfg.pretrained,
-        Path(cfg.weights) if cfg.weights else None,
-        cfg.inflate_noise,
-        cfg.stem_kernel,
-        cfg.temporal_init,
+        pretrained=cfg.pretrained,
+        weights_file=Path(cfg.weights) if cfg.weights else None,
+        inflate_noise=cfg.inflate_noise,
+        stem_kernel=cfg.stem_kernel,
+        temporal_init=cfg.temporal_init,
     )
     if cfg.init_from:
         _init_from_checkpoint(model, Path(cfg.init_from), cfg)
