@@ -419,6 +419,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"edge-hf {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a path the user gave that cannot be read or written
+        what = f"{exc.strerror}: {exc.filename}" if exc.strerror and exc.filename else str(exc)
+        print(
+            f"edge-hf {args.command}: error: {what} (check the path and permissions)",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         return 130
 

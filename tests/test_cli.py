@@ -25,3 +25,15 @@ def test_user_error_is_one_line_exit_2() -> None:
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "action_s" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_an_unusable_output_path_is_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "synth", "--out", str(blocker / "out"), "--clips", "1"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("edge-hf synth: error: ")
+    assert str(blocker / "out") in proc.stderr
