@@ -58,9 +58,9 @@ demo: $(STAMP)
 # on the same budget), export, held-out evaluation at another fps, model card. About an hour on
 # 2 CPU cores. Every step is deterministic for its seed.
 DEMO_MODEL := models/fall-synth-mobilenet_v3_small-t3
-DEMO_TRAIN := --backbone mobilenet_v3_small --input-size 96 --epochs 50 --samples-per-clip 2 --lr 2e-3
+DEMO_TRAIN := --backbone mobilenet_v3_small --input-size 96 --epochs 50 --samples-per-clip 1 --lr 2e-3
 data/synth_train/manifest.csv: edge_hf/synth.py | $(STAMP)
-	$(VENV)/bin/edge-hf synth --out data/synth_train --clips 200 --fps 30 --seed 21 --width 240 --height 180
+	$(VENV)/bin/edge-hf synth --out data/synth_train --clips 400 --fps 30 --seed 21 --width 240 --height 180
 
 data/synth_test10/manifest.csv: edge_hf/synth.py | $(STAMP)
 	$(VENV)/bin/edge-hf synth --out data/synth_test10 --clips 30 --fps 10 --seed 99 --width 240 --height 180
@@ -74,7 +74,7 @@ demo-model: data/synth_train/manifest.csv data/synth_test10/manifest.csv
 demo-card: $(STAMP)
 	$(PY) -m edge_hf.card --model $(DEMO_MODEL).onnx --out $(DEMO_MODEL).md \
 		--train-command "make demo-model  # edge-hf diagnose --data data/synth_train --test-data data/synth_test10 --out runs/demo $(DEMO_TRAIN)" \
-		--data-note "1200 synthetic clips (200 per class) at 30 fps, 240x180, \`edge-hf synth --clips 200 --fps 30 --seed 21\` (clips of one index share room and person across classes); 20% held out for validation (best epoch by fall F1)." \
+		--data-note "1200 synthetic clips (200 per class) at 30 fps, 240x180, \`edge-hf synth --clips 400 --fps 30 --seed 21\` (clips of one index share room and person across classes); 20% held out for validation (best epoch by fall F1)." \
 		--test-json runs/demo/test10.json \
 		--test-note "180 synthetic clips (30 per class) generated at **10 fps** with another seed (\`edge-hf synth --clips 30 --fps 10 --seed 99\`), never seen in training; clip score = logits averaged over the windows at 1/4, 1/2, 3/4 of the action. Known limits: the direction pair (sit_down vs stand_up) is at chance, and a person lying still after a slow lie-down scores 0.5-0.7 fall probability (there is no 'still' class yet), so deploy/demo.yaml uses threshold 0.75." \
 		$(if $(wildcard runs/demo/diagnose.md),--diagnose-md runs/demo/diagnose.md)

@@ -3,7 +3,9 @@
 The classes come in ambiguous pairs so that only time tells them apart:
 - `fall` and `lie_down` follow the *same* pose path (upright -> lying on the floor) with the same
   easing; a fall takes 0.4-0.7 s, a lie-down 2-3 s. Any single frame could be either.
-- `sit_down` and `stand_up` are the same path played forwards and backwards at the same speed.
+- `sit_down` and `stand_up` are the same path played forwards and backwards at the same speed;
+  in a generated set, the two clips of one index share room, person, place and tempo, so each is
+  the other played backwards.
 `pick_up` (bend and rise) and `walk` add everyday motion. Sensor noise, lighting drift and camera
 jitter make every clip different; a seed makes the whole set reproducible.
 """
@@ -20,6 +22,7 @@ import cv2
 import numpy as np
 
 CLASSES = ("fall", "lie_down", "sit_down", "stand_up", "pick_up", "walk")
+SHAKE_TAU_S = 0.5  # how slowly the camera shake wanders
 MANIFEST_FIELDS = (
     "path",
     "label",
@@ -69,17 +72,23 @@ def _make_action(
     width: int,
     lead_s: float | None = None,
     tail_s: float | None = None,
+    place: np.random.Generator | None = None,
 ) -> _Action:
-    side = rng.choice([-1.0, 1.0])  # which way the body goes down / faces
-    x0 = float(rng.uniform(0.3, 0.7) * width)
+    """`place` (default `rng`) draws where the person stands, which way they face and the tempo:
+    clips that share it are the same scene acted differently (sit_down is then stand_up played
+    backwards), so nothing but the motion tells their labels apart."""
+    place = rng if place is None else place
+    side = place.choice([-1.0, 1.0])  # which way the body goes down / faces
+    x0 = float(place.uniform(0.3, 0.7) * width)
+    tempo = float(place.uniform(0.0, 1.0))  # slow .. quick end of each class's duration range
     lead = float(rng.uniform(0.3, 0.6))
     tail = float(rng.uniform(0.3, 0.6))
     lead = lead if lead_s is None else lead_s  # draws above keep the rng sequence unchanged
     tail = tail if tail_s is None else tail_s
     stand = Pose(x0, 0.0, 0.0, 0.0, 0.0, float(side))
     if label in ("fall", "lie_down"):
-        # Same path and easing; only the speed differs.
-        motion = float(rng.uniform(0.4, 0.7) if label == "fall" else rng.uniform(2.0, 3.0))
+        # Same path and easing; only the speed differs (a fall takes 0.4-0.7 s, lying down 2-3 s).
+        motion = _lerp(0.7, 0.4, tempo) if label == "fall" else _lerp(3.0, 2.0, tempo)
         lying = replace(stand, tilt=side * math.pi / 2 * 0.97)
 
         def pose(t: float) -> Pose:
@@ -89,7 +98,7 @@ def _make_action(
             )
 
     elif label in ("sit_down", "stand_up"):
-        motion = float(rng.uniform(0.8, 1.3))
+        motion = _lerp(1.0, 0.6, tempo)
         forward = label == "sit_down"
 
         def pose(t: float) -> Pose:
@@ -98,14 +107,14 @@ def _make_action(
             return replace(stand, crouch=u, bend=0.35 * math.sin(math.pi * u))
 
     elif label == "pick_up":
-        motion = float(rng.uniform(1.2, 2.0))
+        motion = _lerp(2.0, 1.2, tempo)
 
         def pose(t: float) -> Pose:
             u = math.sin(math.pi * min(max((t - lead) / motion, 0.0), 1.0))
             return replace(stand, bend=1.3 * u, crouch=0.35 * u)
 
     elif label == "walk":
-        motion = float(rng.uniform(1.5, 2.5))
+        motion = _lerp(2.5, 1.5, tempo)
         speed = side * float(rng.uniform(0.15, 0.3)) * width  # pixels per second
         cadence = float(rng.uniform(1.6, 2.2))  # steps per second
 
@@ -215,26 +224,35 @@ def render_clip(
     """Frames (BGR uint8) of one clip, its action timing and its frame count.
 
     `lead_s` / `tail_s` override the still time before and after the action (demo scenes).
-    `look_seed` fixes the room and the person independently of the action.
+    `look_seed` fixes the room, the person, where they stand, which way they face and the tempo,
+    independently of the action.
     """
     rng = np.random.default_rng(seed)
     look = _make_look(rng, width, height)
+    place = None
     if look_seed is not None:
         look = _make_look(np.random.default_rng(look_seed), width, height)
-    action = _make_action(label, rng, width, lead_s, tail_s)
+        place = np.random.default_rng(look_seed + 1)
+    action = _make_action(label, rng, width, lead_s, tail_s, place)
     n_frames = max(1, round(action.duration_s * fps))
     drift_phase, drift_amp = float(rng.uniform(0, 2 * math.pi)), float(rng.uniform(0.03, 0.12))
-    jitter = float(rng.uniform(0.3, 1.5))
+    # Camera shake of a wall-mounted camera: a slow random walk (time constant SHAKE_TAU_S) of
+    # at most about a pixel at 320 px wide, the same in time whatever the fps.
+    shake = float(rng.uniform(0.1, 0.5)) * width / 320
     noise = float(rng.uniform(2.0, 7.0))
 
     def frames() -> Iterator[np.ndarray]:
         frng = np.random.default_rng(seed + 1)
+        keep = math.exp(-1.0 / (fps * SHAKE_TAU_S))
+        offset = frng.normal(0, shake, 2)
         for i in range(n_frames):
             t = i / fps
             img = look.background.copy()
             _draw_person(img, action.pose(t), look)
             img *= 1.0 + drift_amp * math.sin(drift_phase + 0.8 * t)  # lighting drift
-            dx, dy = frng.normal(0, jitter, 2)  # camera jitter
+            if i:
+                offset = keep * offset + math.sqrt(1 - keep * keep) * frng.normal(0, shake, 2)
+            dx, dy = offset  # camera shake
             m = np.array([[1, 0, dx], [0, 1, dy]], dtype=np.float32)
             img = cv2.warpAffine(img, m, (width, height), borderMode=cv2.BORDER_REFLECT)
             img += frng.normal(0, noise, (height, width, 3)).astype(np.float32)  # sensor noise
@@ -273,8 +291,9 @@ def generate(
     total = clips_per_class * len(classes)
     for i in range(clips_per_class):
         for c, label in enumerate(classes):
-            # Every class of index i shares one room and one person: the background then says
-            # nothing about the label, and a network must learn the motion, not memorise rooms.
+            # Every class of index i shares one room, person, place and tempo: the still content
+            # then says nothing about the label, and a network must learn the motion (memorising
+            # rooms or where someone stands does not separate sit_down from stand_up).
             clip_seed = seed * 1_000_003 + i * 101 + c
             look_seed = seed * 1_000_003 + i * 101 + 97
             frames, action, n = render_clip(

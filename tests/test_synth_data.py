@@ -23,7 +23,7 @@ from edge_hf.data import (
 )
 from edge_hf.errors import UserError
 from edge_hf.hyperframe import IMAGENET_MEAN, IMAGENET_STD
-from edge_hf.synth import CLASSES, MANIFEST_FIELDS, _make_action, generate
+from edge_hf.synth import CLASSES, MANIFEST_FIELDS, _make_action, generate, render_clip
 from edge_hf.video import decode_video
 from tests.conftest import SHARED_DATA, counter_video, frame_number
 
@@ -75,6 +75,24 @@ def test_sit_down_is_stand_up_played_backwards() -> None:
     for u in np.linspace(0, 1, 9):
         a, b = sit.pose(sit.start_s + u * d), stand.pose(stand.start_s + (1 - u) * d)
         assert astuple(a) == pytest.approx(astuple(b), abs=1e-9)
+
+
+def test_a_generated_index_is_one_scene_acted_differently() -> None:
+    """Clips of one index (own seeds, shared look_seed) share place, facing and tempo, so in a
+    generated set sit_down is exactly stand_up played backwards: no still cue separates them."""
+    _, sit, _ = render_clip("sit_down", 101, 30, 160, 120, look_seed=197)
+    _, stand, _ = render_clip("stand_up", 102, 30, 160, 120, look_seed=197)
+    _, other, _ = render_clip("stand_up", 103, 30, 160, 120, look_seed=298)
+    d = sit.end_s - sit.start_s
+    assert d == pytest.approx(stand.end_s - stand.start_s)
+    for u in np.linspace(0, 1, 9):
+        a, b = sit.pose(sit.start_s + u * d), stand.pose(stand.start_s + (1 - u) * d)
+        assert astuple(a) == pytest.approx(astuple(b), abs=1e-9)
+    assert other.pose(other.start_s).x != pytest.approx(stand.pose(stand.start_s).x)
+    _, fall, _ = render_clip("fall", 104, 30, 160, 120, look_seed=197)
+    _, lie, _ = render_clip("lie_down", 105, 30, 160, 120, look_seed=197)
+    assert fall.pose(0).x == lie.pose(0).x == sit.pose(0).x
+    assert fall.pose(fall.end_s).tilt == pytest.approx(lie.pose(lie.end_s).tilt)
 
 
 def test_manifest_and_folder_sources(synth_small: Path, tmp_path: Path) -> None:
