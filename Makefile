@@ -8,12 +8,13 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 EXTRAS := cpu,train,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv mosquitto lint format test demo demo-model demo-card real-experiment real-model real-card clean
+.PHONY: help venv mosquitto lint format test demo bench demo-model demo-card real-experiment real-model real-card clean
 
 help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips"
 	@echo "make test   set up, lint, and run the test suite"
 	@echo "make lint   ruff (lint + format check) and mypy"
+	@echo "make bench  window prep, inference, cameras per machine, alert latency, RSS (~13 min)"
 
 # Re-runs only when pyproject.toml changes, so a second `make test` starts at once.
 $(STAMP): pyproject.toml
@@ -107,6 +108,13 @@ real-card: $(STAMP)
 		--data-note "All 23 GMDCSA24 clips in ../shared/data/gmdcsa24 (14 falls, 9 activities of daily living, 4 subjects; MIT licence): fall segments from the manifest, the time before each fall taught as adl (--background-label adl). Started from the synthetic demo model (make demo-model; --init-from), no ImageNet weights (no network here)." \
 		--test-note "The shipped model saw every clip, so it has no held-out score of its own. The table below trains each variant on subjects 1, 2, 4 and tests it on subject 3 (10 clips, 14 segments), mean ± standard deviation over 3 seeds (make real-experiment); this model's recipe is the row 'T=3 @100ms from synthetic'. Expect it to be optimistic for other rooms, cameras and people: 23 clips is very little." \
 		--diagnose-md runs/real/results.md --diagnose-title "Subject-split experiment (train S1, S2, S4; test S3)"
+
+# Benchmarks (never part of `make test`): ours vs the naive way vs the physical floor, capacity,
+# capture -> MQTT latency and RSS over a 10-minute daemon run. Writes benchmarks/results/bench.{json,md}.
+BENCH_VIDEO ?= ../shared/data/capture/vtest.avi
+bench: $(STAMP) mosquitto
+	$(VENV)/bin/edge-hf --log-level warning bench --out benchmarks/results --seconds 8 --soak-s 600 \
+		$(if $(wildcard $(BENCH_VIDEO)),--video $(BENCH_VIDEO))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -21,8 +21,8 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from edge_hf.config import MqttConfig
+from edge_hf.localbroker import Broker
 from edge_hf.mqtt import MqttSink
-from tests.broker import Broker
 
 
 def main() -> None:

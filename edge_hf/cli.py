@@ -126,6 +126,23 @@ def _load_checked(path: str) -> typing.Any:
     return cfg, contract
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from edge_hf.bench_report import SECTIONS, run_bench
+
+    run_bench(
+        Path(args.out),
+        Path(args.model),
+        Path(args.video) if args.video else None,
+        args.sections or SECTIONS,
+        args.seconds,
+        args.soak_s,
+        args.soak_cameras,
+        args.repeats,
+        args.quick,
+    )
+    return 0
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     cfg, contract = _load_checked(args.config)
     cams = ", ".join(f"{c.name}{'' if c.enabled else ' (disabled)'}" for c in cfg.cameras)
@@ -404,6 +421,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="the .onnx file to write")
     p.add_argument("--atol", type=float, default=1e-3, help="largest allowed logit difference")
     p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser(
+        "bench",
+        parents=[common],
+        help="measure window preparation, inference, cameras per machine, alert latency and RSS",
+    )
+    p.add_argument("--out", default="bench-results", help="folder for bench.json and bench.md")
+    p.add_argument(
+        "--model",
+        default="models/fall-synth-mobilenet_v3_small-t3.onnx",
+        help="the ONNX model to measure (default: the shipped synthetic model)",
+    )
+    p.add_argument("--video", help="camera clip for the capacity runs (default: a generated one)")
+    p.add_argument(
+        "--sections", nargs="+", help="prep, inference, capacity, latency (default: all)"
+    )
+    p.add_argument("--seconds", type=float, default=10.0, help="length of each capacity run")
+    p.add_argument("--soak-s", type=float, default=600.0, help="length of the latency/RSS run")
+    p.add_argument("--soak-cameras", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=7, help="timing repeats (median and IQR)")
+    p.add_argument("--quick", action="store_true", help="fewer sizes and batches (smoke test)")
+    p.set_defaults(func=_cmd_bench)
     return parser
 
 

@@ -44,17 +44,25 @@ def export_onnx(
 
     Raises ExportError when the checker fails or the largest logit difference exceeds `atol`.
     """
-    import onnx
-
     model, cfg, classes = load_checkpoint(checkpoint)
     contract = contract_from_config(cfg, classes)
+    write_onnx(model, contract, out)
     h, w = contract.input_size
     channels = 3 * contract.window * contract.volumes
-    dummy = torch.randn(2, channels, h, w)
+    check_parity(model, out, sample if sample is not None else torch.randn(3, channels, h, w), atol)
+    return contract
+
+
+def write_onnx(model: nn.Module, contract: ModelContract, out: Path) -> None:
+    """Export `model` (dynamic batch, opset OPSET) with `contract` as metadata; run the checker."""
+    import onnx
+
+    h, w = contract.input_size
+    channels = 3 * contract.window * contract.volumes
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.onnx.export(
         model,
-        (dummy,),
+        (torch.randn(2, channels, h, w),),
         str(out),
         input_names=[INPUT_NAME],
         output_names=[OUTPUT_NAME],
@@ -67,14 +75,14 @@ def export_onnx(
     for key, value in contract.to_metadata().items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
-    proto.doc_string = f"edge_hf {cfg.backbone} T={cfg.window} classes={classes}"
+    proto.doc_string = (
+        f"edge_hf {contract.backbone} T={contract.window} classes={list(contract.classes)}"
+    )
     onnx.save(proto, str(out))
     try:
         onnx.checker.check_model(str(out), full_check=True)
     except onnx.checker.ValidationError as exc:
         raise ExportError(f"{out}: ONNX checker failed: {exc}") from None
-    check_parity(model, out, sample if sample is not None else torch.randn(3, channels, h, w), atol)
-    return contract
 
 
 def check_parity(model: nn.Module, onnx_path: Path, x: torch.Tensor, atol: float) -> float:

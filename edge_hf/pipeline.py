@@ -25,7 +25,7 @@ from edge_hf.capture import CaptureThread, sample_by_media_time
 from edge_hf.classifier import OnnxFallClassifier
 from edge_hf.config import CameraConfig, Config, check_against_model
 from edge_hf.events import FallDetector, ModelInfo
-from edge_hf.hyperframe import HyperframeBuilder
+from edge_hf.hyperframe import HyperframeBuilder, use_one_cpu_thread
 from edge_hf.ring import FrameRing, Window
 from edge_hf.sdnotify import Notifier, watchdog_interval_s
 from edge_hf.sinks import AlertSink
@@ -102,6 +102,7 @@ class Pipeline:
         self.window = contract.window
         self.size = contract.input_size
         self.builder = HyperframeBuilder(contract.mean, contract.std, self.classifier.device)
+        use_one_cpu_thread()
         info = ModelInfo(cfg.model.path.name, contract.window, contract.interval_ms)
         cameras = cfg.enabled_cameras()
         if source_override is not None:

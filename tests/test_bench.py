@@ -1,0 +1,121 @@
+"""The benchmarks measure what they claim: same outputs, consistent ratios, real runs. No timing
+assertions here: speed targets live in `make bench`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from edge_hf.bench import OurWindow, count_flops, naive_window
+from edge_hf.bench_live import run_cameras, soak
+from edge_hf.hyperframe import stack_frames
+from edge_hf.synth import write_demo_clips
+from edge_hf.video import to_model_rgb
+from tests.conftest import SHIPPED_MODEL
+
+
+def _frames(n: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    return [rng.integers(0, 256, (120, 160, 3), np.uint8) for _ in range(n)]
+
+
+def test_naive_and_our_window_are_the_same_tensor() -> None:
+    """The comparison is void unless both paths compute the window the daemon classifies."""
+    frames = _frames(5)
+    size = (48, 64)
+    expected = stack_frames([to_model_rgb(f, size) for f in frames])
+    assert torch.allclose(naive_window(frames, size)[0], expected, atol=1e-5)
+    ours = OurWindow(5, size)
+    for f in frames:
+        got = ours(f)
+    assert torch.allclose(got[0], expected, atol=1e-6)
+    # ...and the naive path really is time-ordered per block, not a different layout
+    assert not torch.allclose(naive_window(frames[::-1], size)[0], expected, atol=1e-3)
+
+
+def test_flop_count_matches_the_formula() -> None:
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(9, 16, 3, stride=2, padding=1),
+        torch.nn.Conv2d(16, 16, 3, padding=1, groups=16),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(16, 2),
+    )
+    flops = count_flops(model, torch.zeros(4, 9, 32, 32))
+    conv1 = 2 * (16 * 16 * 16) * (9 * 3 * 3)
+    dw = 2 * (16 * 16 * 16) * (1 * 3 * 3)
+    assert flops == conv1 + dw + 2 * 2 * 16
+
+
+def test_bench_cli_writes_json_and_table(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    cmd = [sys.executable, "-c", "import sys; from edge_hf.cli import main; sys.exit(main())"]
+    args = ["bench", "--quick", "--sections", "prep", "inference", "--repeats", "2"]
+    r = subprocess.run(
+        [*cmd, *args, "--out", str(out), "--model", str(SHIPPED_MODEL)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    res = json.loads((out / "bench.json").read_text())
+    assert {(row["window"], row["size"]) for row in res["prep"]} == {(1, 112), (3, 112)}
+    for row in res["prep"]:
+        ratio = row["ours"]["median_ms"] / row["naive"]["median_ms"]
+        assert row["ours_over_naive"] == pytest.approx(ratio, rel=0.01, abs=0.002)
+        assert row["floor_ms"] > 0 and row["bytes"] > 640 * 480 * 3
+    inference = res["inference"]
+    assert {row["window"] for row in inference} == {1, 3}
+    # T=3 only widens the first conv: a few more FLOPs than T=1, not three times as many
+    flops = {row["window"]: row["gflops_per_window"] for row in inference}
+    assert flops[1] < flops[3] < 1.5 * flops[1]
+    table = (out / "bench.md").read_text()
+    assert "| cpu | 3 | 112² |" in table and "ORT / eager" in table
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--model", "nope.onnx"], "--model nope.onnx: no such file"),
+        (["--sections", "speed"], "--sections ['speed']"),
+    ],
+)
+def test_bench_cli_user_errors_are_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
+    cmd = [sys.executable, "-c", "import sys; from edge_hf.cli import main; sys.exit(main())"]
+    r = subprocess.run(
+        [*cmd, "bench", "--out", str(tmp_path), *args], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 2
+    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def fall_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_demo_clips(tmp_path_factory.mktemp("clips"))[0]
+
+
+def test_capacity_run_counts_windows_of_every_camera(fall_clip: Path, tmp_path: Path) -> None:
+    r = run_cameras(SHIPPED_MODEL, fall_clip, 2, 2.0, "per_camera", tmp_path)
+    assert r["cameras"] == 2 and r["mode"] == "per_camera"
+    assert r["expected_windows"] == pytest.approx(40, abs=4)
+    assert 0 < r["windows"] <= r["expected_windows"] + 2
+    assert r["sustained"] == (r["skipped"] == 0 and r["dropped"] == 0 and r["windows"] >= 36)
+    with pytest.raises(ValueError, match="batched or per_camera"):
+        run_cameras(SHIPPED_MODEL, fall_clip, 1, 1.0, "threads", tmp_path)
+
+
+def test_soak_measures_alerts_at_a_subscriber_and_the_daemon_rss(
+    fall_clip: Path, tmp_path: Path
+) -> None:
+    """A short daemon run against a real broker: the fall at 3 s arrives as MQTT events."""
+    r = soak(SHIPPED_MODEL, fall_clip, 1, 12.0, tmp_path, progress=lambda _m: None)
+    assert r["events"] >= 1
+    assert 0 < r["latency_p50_ms"] <= r["latency_max_ms"] < 5000
+    assert r["rss_end_mb"] > 50
+    assert "windows" in r["daemon_summary"]
