@@ -214,8 +214,9 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
     """(hyperframe, class index, clip index) samples from decoded clips.
 
     train=True: `samples_per_clip` random centres per clip and epoch, ±`max_offset_steps`
-    temporal jitter, one random crop/flip for all frames. train=False: the centres at 1/4, 1/2
-    and 3/4 of each clip's segment, no augmentation (`EVAL_FRACTIONS`).
+    temporal jitter, one random crop/flip for all frames, and for a label in `reverse_pairs`
+    half of the samples played backwards under the paired label. train=False: the centres at
+    1/4, 1/2 and 3/4 of each clip's segment, no augmentation (`EVAL_FRACTIONS`).
     """
 
     def __init__(
@@ -230,12 +231,19 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
         hflip: bool = True,
         shuffle_time: bool = False,
         seed: int = 0,
+        reverse_pairs: dict[str, str] | None = None,
     ) -> None:
         self.clips = list(clips)
         self.classes = list(classes)
         unknown = {c.label for c in self.clips} - set(self.classes)
         if unknown:
             raise UserError(f"labels {sorted(unknown)} are not among the classes {self.classes}")
+        self.reverse_pairs = reverse_pairs or {}
+        unknown = set(self.reverse_pairs) - set(self.classes)
+        if unknown:
+            raise UserError(
+                f"--reverse-pairs: {sorted(unknown)} are not among the classes {self.classes}"
+            )
         self.spec = spec
         self.train = train
         self.samples_per_clip = samples_per_clip
@@ -282,13 +290,16 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
         else:
             centre = lc.lo_s + EVAL_FRACTIONS[k] * (lc.hi_s - lc.lo_s)
         frames = self.window_frames(clip_index, centre)
+        label = lc.label
         if self.train:
             frames = self._augment(frames, rng)
+            if label in self.reverse_pairs and rng.random() < 0.5:
+                frames, label = frames[::-1], self.reverse_pairs[label]  # played backwards
         x = self._stack(frames)
         if self.shuffle_time:
             g = torch.Generator().manual_seed(rng.getrandbits(62))
             x = time_shuffle(x.unsqueeze(0), g)[0]
-        return x, self.label_of(clip_index), clip_index
+        return x, self.classes.index(label), clip_index
 
     def _stack(self, frames: list[np.ndarray]) -> torch.Tensor:
         t = self.spec.window

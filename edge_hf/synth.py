@@ -26,6 +26,7 @@ SHAKE_TAU_S = 0.5  # how slowly the camera shake wanders
 MANIFEST_FIELDS = (
     "path",
     "label",
+    "subject",
     "fps",
     "frames",
     "start_s",
@@ -307,6 +308,9 @@ def generate(
                 {
                     "path": rel,
                     "label": label,
+                    # One person in one room acting every class: a subject, so that a validation
+                    # split by subject never sees a scene whose other takes it trained on.
+                    "subject": f"s{seed}-{i:04d}",
                     "fps": f"{fps:g}",
                     "frames": n,
                     "start_s": f"{action.start_s:.3f}",

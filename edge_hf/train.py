@@ -63,6 +63,10 @@ class TrainConfig:
     temporal_init: float = 0.0  # fraction of conv1 filters started as temporal derivatives
     freeze_bn: bool = False
     shuffle_time: bool = False
+    # "a:b": a clip of a played backwards is a clip of b, and the other way round. Training then
+    # shows half of those samples reversed with the label swapped: each window meets its exact
+    # twin with the other label, so only the direction of the motion can separate them.
+    reverse_pairs: list[str] = field(default_factory=list)
     workers: int = 0
     cache_dir: str | None = None
     background_label: str | None = None  # label for the time before each labelled segment
@@ -94,6 +98,20 @@ class TrainConfig:
             raise UserError(f"--select {self.select!r}: choose best or last")
         if not 0.0 < self.crop_scale_min <= 1.0:
             raise UserError(f"--crop-scale-min {self.crop_scale_min}: must be in (0, 1]")
+        self.reverse_map()
+
+    def reverse_map(self) -> dict[str, str]:
+        """`reverse_pairs` as label -> label of the same clip played backwards (both ways)."""
+        out: dict[str, str] = {}
+        for pair in self.reverse_pairs:
+            a, sep, b = pair.partition(":")
+            if not sep or not a or not b or a == b or a in out or b in out:
+                raise UserError(
+                    f"--reverse-pairs {pair!r}: write two different labels as A:B "
+                    "(each label in one pair at most)"
+                )
+            out[a], out[b] = b, a
+        return out
 
     def spec(self) -> WindowSpec:
         return WindowSpec(
@@ -108,14 +126,24 @@ def _seed_everything(seed: int) -> None:
 
 
 def split_clips(clips: Sequence[Clip], cfg: TrainConfig) -> tuple[list[Clip], list[Clip]]:
-    """Validation clips: by subject when asked, else a stratified random fraction per label."""
+    """Validation clips: the subjects asked for; else a random `val_fraction` of the subjects
+    when every clip names one (no person or scene on both sides); else a stratified random
+    fraction of the clips of each label."""
+    rng = random.Random(cfg.seed)
+    subjects = sorted({c.subject for c in clips if c.subject})
     if cfg.val_subjects:
-        val = [c for c in clips if c.subject in cfg.val_subjects]
-        train = [c for c in clips if c.subject not in cfg.val_subjects]
+        val_subjects = set(cfg.val_subjects)
+    elif len(subjects) > 1 and all(c.subject for c in clips):
+        rng.shuffle(subjects)
+        val_subjects = set(subjects[: max(1, round(cfg.val_fraction * len(subjects)))])
+    else:
+        val_subjects = set()
+    if val_subjects:
+        val = [c for c in clips if c.subject in val_subjects]
+        train = [c for c in clips if c.subject not in val_subjects]
         if not val or not train:
             raise UserError(f"--val-subjects {cfg.val_subjects} leaves an empty train or val split")
         return train, val
-    rng = random.Random(cfg.seed)
     train, val = [], []
     for label in sorted({c.label for c in clips}):
         group = [c for c in clips if c.label == label]
@@ -250,6 +278,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         samples_per_clip=cfg.samples_per_clip,
         max_offset_steps=cfg.max_offset_steps,
         crop_scale=(cfg.crop_scale_min, 1.0),
+        reverse_pairs=cfg.reverse_map(),
         **common,  # type: ignore[arg-type]
     )
     val_ds = HyperframeDataset(val_clips, train=False, **common)  # type: ignore[arg-type]

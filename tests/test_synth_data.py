@@ -24,6 +24,7 @@ from edge_hf.data import (
 from edge_hf.errors import UserError
 from edge_hf.hyperframe import IMAGENET_MEAN, IMAGENET_STD
 from edge_hf.synth import CLASSES, MANIFEST_FIELDS, _make_action, generate, render_clip
+from edge_hf.train import TrainConfig
 from edge_hf.video import decode_video
 from tests.conftest import SHARED_DATA, counter_video, frame_number
 
@@ -189,6 +190,53 @@ def test_training_centres_jitter_by_whole_steps(tmp_path: Path) -> None:
         )
         offsets.add(frame_number(rgb.transpose(1, 2, 0) * 255) - 60)
     assert offsets == {-6, -3, 0, 3, 6}, "centre moved by whole 100 ms steps, at most 2 of them"
+
+
+def _block_numbers(x: np.ndarray) -> list[int]:
+    """Frame number shown in each RGB block of a normalised hyperframe, oldest first."""
+    mean, std = np.array(IMAGENET_MEAN)[:, None, None], np.array(IMAGENET_STD)[:, None, None]
+    blocks = [x[3 * k : 3 * k + 3] * std + mean for k in range(x.shape[0] // 3)]
+    return [frame_number(b.transpose(1, 2, 0) * 255) for b in blocks]
+
+
+def test_reverse_pairs_play_half_the_samples_backwards_under_the_twin_label(
+    tmp_path: Path,
+) -> None:
+    v = counter_video(tmp_path / "v.mp4", 30.0, 4.0)
+    spec = WindowSpec(window=3, interval_s=0.1, size=(48, 64))
+    clips = decode_clips([Clip(v, "sit_down", start_s=1.0, end_s=3.0)], spec.size)
+    classes = ["fall", "sit_down", "stand_up"]
+    common = {"samples_per_clip": 200, "hflip": False, "crop_scale": (1.0, 1.0)}
+    ds = HyperframeDataset(
+        clips, classes, spec, train=True, reverse_pairs={"sit_down": "stand_up",
+        "stand_up": "sit_down"}, **common,  # type: ignore[arg-type]
+    )  # fmt: skip
+    seen = {"sit_down": 0, "stand_up": 0}
+    for i in range(len(ds)):
+        x, y, _ = ds[i]
+        numbers = _block_numbers(x.numpy())
+        if classes[y] == "sit_down":
+            assert numbers == sorted(numbers) and numbers[0] < numbers[2]
+        else:
+            assert classes[y] == "stand_up"
+            assert numbers == sorted(numbers, reverse=True) and numbers[0] > numbers[2]
+        seen[classes[y]] += 1
+    assert 70 < seen["stand_up"] < 130  # about half, drawn per sample
+    plain = HyperframeDataset(clips, classes, spec, train=True, **common)  # type: ignore[arg-type]
+    assert {plain[i][1] for i in range(20)} == {1}
+    evaluation = HyperframeDataset(
+        clips, classes, spec, train=False, reverse_pairs={"sit_down": "stand_up"}
+    )
+    assert all(evaluation[i][1] == 1 for i in range(len(evaluation)))
+    with pytest.raises(UserError, match="lie_down"):
+        HyperframeDataset(clips, classes, spec, train=True, reverse_pairs={"lie_down": "fall"})
+
+
+def test_reverse_pairs_option_is_checked() -> None:
+    assert TrainConfig(data="x", reverse_pairs=["a:b"]).reverse_map() == {"a": "b", "b": "a"}
+    for bad in (["a"], ["a:a"], ["a:b", "b:c"], [":b"]):
+        with pytest.raises(UserError, match="--reverse-pairs"):
+            TrainConfig(data="x", reverse_pairs=bad).reverse_map()
 
 
 def test_unreadable_videos_are_skipped_then_refused(

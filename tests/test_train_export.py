@@ -16,11 +16,12 @@ import torch
 
 from edge_hf.cli import main
 from edge_hf.contract import ModelContract
+from edge_hf.data import Clip
 from edge_hf.errors import UserError
 from edge_hf.evaluate import diagnose, evaluate
 from edge_hf.export import ExportError, check_parity, export_onnx
 from edge_hf.synth import CLASSES
-from edge_hf.train import TrainConfig, load_checkpoint, train
+from edge_hf.train import TrainConfig, load_checkpoint, split_clips, train
 
 
 def _tiny(data: Path, out: Path, **kw: object) -> TrainConfig:
@@ -178,3 +179,24 @@ def test_init_from_a_checkpoint_copies_all_but_a_resized_head(
     torch.testing.assert_close(first_new, first_old, atol=1e-4, rtol=0)
     with pytest.raises(UserError, match="T=1"):
         train(replace(cfg, window=1, out=str(tmp_path / "w1")))
+
+
+def test_validation_split_keeps_each_subject_on_one_side() -> None:
+    """A scene (or person) seen in training would flatter validation, and the synthetic
+    sit_down/stand_up twins of one scene on both sides even reward memorising it."""
+    clips = [
+        Clip(Path(f"{s}_{label}.mp4"), label, subject=s)
+        for s in ("a", "b", "c", "d", "e")
+        for label in ("fall", "sit_down", "stand_up")
+    ]
+    train_clips, val_clips = split_clips(clips, TrainConfig(data="x", fall_class="fall"))
+    val_subjects = {c.subject for c in val_clips}
+    assert len(val_subjects) == 1 and len(val_clips) == 3
+    assert not val_subjects & {c.subject for c in train_clips}
+    chosen = TrainConfig(data="x", val_subjects=["b", "d"])
+    _, val_clips = split_clips(clips, chosen)
+    assert {c.subject for c in val_clips} == {"b", "d"}
+    anonymous = [replace(c, subject=None) for c in clips]
+    train_clips, val_clips = split_clips(anonymous, TrainConfig(data="x"))
+    assert sorted(c.label for c in val_clips) == ["fall", "sit_down", "stand_up"]
+    assert len(train_clips) == 12
