@@ -59,7 +59,8 @@ demo: $(STAMP)
 # on the same budget), export, held-out evaluation at another fps, model card. About an hour on
 # 2 CPU cores. Every step is deterministic for its seed.
 DEMO_MODEL := models/fall-synth-mobilenet_v3_small-t3
-DEMO_TRAIN := --backbone mobilenet_v3_small --input-size 96 --epochs 50 --samples-per-clip 1 --lr 2e-3
+DEMO_TRAIN := --backbone mobilenet_v3_small --input-size 96 --epochs 50 --samples-per-clip 1 --lr 2e-3 \
+	--reverse-pairs sit_down:stand_up --cache-dir data/cache
 data/synth_train/manifest.csv: edge_hf/synth.py | $(STAMP)
 	$(VENV)/bin/edge-hf synth --out data/synth_train --clips 400 --fps 30 --seed 21 --width 240 --height 180
 
@@ -75,7 +76,7 @@ demo-model: data/synth_train/manifest.csv data/synth_test10/manifest.csv
 demo-card: $(STAMP)
 	$(PY) -m edge_hf.card --model $(DEMO_MODEL).onnx --out $(DEMO_MODEL).md \
 		--train-command "make demo-model  # edge-hf diagnose --data data/synth_train --test-data data/synth_test10 --out runs/demo $(DEMO_TRAIN)" \
-		--data-note "1200 synthetic clips (200 per class) at 30 fps, 240x180, \`edge-hf synth --clips 400 --fps 30 --seed 21\` (clips of one index share room and person across classes); 20% held out for validation (best epoch by fall F1)." \
+		--data-note "2400 synthetic clips (400 per class) at 30 fps, 240x180, \`edge-hf synth --clips 400 --fps 30 --seed 21\` (the clips of one index are one scene: room, person, place, facing and tempo shared across classes); 20% of the scenes held out for validation (best epoch by fall F1); sit_down/stand_up samples played backwards half the time under the twin label (\`--reverse-pairs\`)." \
 		--test-json runs/demo/test10.json \
 		--test-note "180 synthetic clips (30 per class) generated at **10 fps** with another seed (\`edge-hf synth --clips 30 --fps 10 --seed 99\`), never seen in training; clip score = logits averaged over the windows at 1/4, 1/2, 3/4 of the action. Known limits: the direction pair (sit_down vs stand_up) is at chance, and a person lying still after a slow lie-down scores 0.5-0.7 fall probability (there is no 'still' class yet), so deploy/demo.yaml uses threshold 0.75." \
 		$(if $(wildcard runs/demo/diagnose.md),--diagnose-md runs/demo/diagnose.md)
@@ -113,7 +114,7 @@ real-card: $(STAMP)
 # capture -> MQTT latency and RSS over a 10-minute daemon run. Writes benchmarks/results/bench.{json,md}.
 BENCH_VIDEO ?= ../shared/data/capture/vtest.avi
 bench: $(STAMP) mosquitto
-	$(VENV)/bin/edge-hf --log-level warning bench --out benchmarks/results --seconds 8 --soak-s 600 \
+	$(VENV)/bin/edge-hf --log-level warning bench --out benchmarks/results --seconds 6 --soak-s 600 \
 		$(if $(wildcard $(BENCH_VIDEO)),--video $(BENCH_VIDEO))
 
 clean:

@@ -129,16 +129,14 @@ def capacity(
     seconds: float,
     state_dir: Path,
     max_cameras: int = 64,
-    max_runs: int = 10,
+    max_runs: int = 9,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Largest sustained camera count: double until a level fails (twice), then bisect."""
+    """Largest sustained camera count: double until a level fails, then bisect (`max_runs`)."""
     runs: list[dict[str, Any]] = []
 
-    def trial(n: int, attempts: int = 2) -> bool:
-        # A level fails only when it fails twice: one skipped window from a noisy neighbour on a
-        # shared machine should not decide the answer.
-        for _ in range(attempts):
+    def trial(n: int) -> bool:
+        for attempt in range(2):
             r = run_cameras(model, video, n, seconds, mode, state_dir)
             runs.append(r)
             verdict = "sustained" if r["sustained"] else "NOT sustained"
@@ -146,8 +144,11 @@ def capacity(
                 f"capacity {mode}: {n} cameras: {r['windows']}/{r['expected_windows']} windows, "
                 f"{r['skipped']} skipped, {r['dropped']} dropped: {verdict}"
             )
-            if r["sustained"]:
-                return True
+            # A near miss (a few skipped windows, perhaps from a noisy neighbour on a shared
+            # machine) gets one more try; a level that misses by more has failed.
+            near_miss = r["skipped"] + r["dropped"] <= 0.02 * r["expected_windows"]
+            if r["sustained"] or not near_miss or attempt == 1 or len(runs) >= max_runs:
+                return bool(r["sustained"])
         return False
 
     best, fail, n = 0, None, 1
