@@ -312,9 +312,13 @@ def watch_alerts(
         else:
             print(f"{msg.topic} {text}", file=out, flush=True)
 
+    def on_subscribe(_c: mqtt.Client, _u: Any, _mid: int, _codes: Any, _p: Any) -> None:
+        print(f"subscribed to {prefix}/...", file=sys.stderr, flush=True)
+
     client = mqtt.Client(CallbackAPIVersion.VERSION2)
     apply_auth_tls(client, cfg)
     client.on_connect = on_connect
+    client.on_subscribe = on_subscribe
     client.on_message = on_message
     client.connect_async(cfg.host, cfg.port)
     client.loop_start()

@@ -301,7 +301,12 @@ def test_tls_and_password_listener(tmp_path: Path) -> None:
 def test_alerts_cli_prints_each_event_once(broker: Broker, tmp_path: Path) -> None:
     proc = subprocess.Popen(_cli("alerts", "--port", str(broker.port)), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
-    time.sleep(2.5)
+    # Publish only once it has subscribed (it says so on stderr): a fixed sleep is a race on a
+    # loaded machine, where starting Python and connecting can take seconds.
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 60
+    while "subscribed to" not in proc.stderr.readline():
+        assert time.monotonic() < deadline and proc.poll() is None, "alerts never subscribed"
     pub = mqtt.Client(CallbackAPIVersion.VERSION2)
     pub.connect("127.0.0.1", broker.port)
     pub.loop_start()
