@@ -173,12 +173,24 @@ def _prep_row(
     try:
         ours_t = time_it(run_ours, repeats)
         naive_t = time_it(run_naive, repeats)
+        # Ours in its two parts: the capture thread's resize, and the window stage proper.
+        resize_t = time_it(lambda: to_model_rgb(frames[0], size), repeats)
+        window = ours.ring.window(t)
+        assert window is not None
+
+        def run_stack() -> None:
+            ours.builder.stack_batch([window.frames])
+            sync()
+
+        stack_t = time_it(run_stack, repeats)
     finally:
         torch.set_num_threads(before)
     # The least our path must move: read the new camera frame, write its resized copy, read the
     # T resized frames, write the 3T-channel float32 window.
-    nbytes = CAMERA_FRAME[0] * CAMERA_FRAME[1] * 3 + s * s * 3 * (1 + t) + 12 * t * s * s
+    stack_bytes = s * s * 3 * t + 12 * t * s * s
+    nbytes = CAMERA_FRAME[0] * CAMERA_FRAME[1] * 3 + s * s * 3 + stack_bytes
     floor_ms = nbytes / (bw_gbs * 1e9) * 1000
+    stack_floor_ms = stack_bytes / (bw_gbs * 1e9) * 1000
     return {
         "device": device,
         "window": t,
@@ -190,6 +202,10 @@ def _prep_row(
         "bytes": nbytes,
         "ours_over_naive": round(ours_t.median_ms / naive_t.median_ms, 3),
         "ours_over_floor": round(ours_t.median_ms / floor_ms, 1),
+        "resize": resize_t.as_dict(),
+        "stack": stack_t.as_dict(),
+        "stack_floor_ms": round(stack_floor_ms, 5),
+        "stack_over_floor": round(stack_t.median_ms / stack_floor_ms, 1),
     }
 
 
