@@ -119,3 +119,15 @@ def test_soak_measures_alerts_at_a_subscriber_and_the_daemon_rss(
     assert 0 < r["latency_p50_ms"] <= r["latency_max_ms"] < 5000
     assert r["rss_end_mb"] > 50
     assert "windows" in r["daemon_summary"]
+
+
+def test_capacity_clip_is_retimed_to_a_camera_rate(fall_clip: Path, tmp_path: Path) -> None:
+    """Same frames, declared at 15 fps: a 10 fps camera would beat against the 10 Hz ticks."""
+    import cv2
+
+    from edge_hf.bench_report import retimed
+
+    out = retimed(fall_clip, tmp_path / "c.mp4", 10.0)
+    a, b = cv2.VideoCapture(str(fall_clip)), cv2.VideoCapture(str(out))
+    assert b.get(cv2.CAP_PROP_FPS) == 10.0 != a.get(cv2.CAP_PROP_FPS)
+    assert b.get(cv2.CAP_PROP_FRAME_COUNT) == a.get(cv2.CAP_PROP_FRAME_COUNT)
