@@ -28,6 +28,7 @@ import numpy as np
 import yaml
 
 from edge_hf.config import CameraConfig, Config, ModelConfig
+from edge_hf.errors import UserError
 from edge_hf.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
@@ -233,7 +234,7 @@ def soak(
         try:
             while (elapsed := time.monotonic() - t0) < duration_s:
                 if daemon.poll() is not None:
-                    raise RuntimeError(f"the daemon exited early; see {log_path}")
+                    raise UserError(f"the daemon exited after {elapsed:.0f} s; see {log_path}")
                 mb = _rss_mb(daemon.pid)
                 if mb is not None:
                     rss.append((elapsed, mb))
