@@ -67,6 +67,14 @@ def run_bench(
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         raise UserError(f"--sections {sorted(unknown)}: choose from {', '.join(SECTIONS)}")
+    for name, value, least in (
+        ("--seconds", seconds, 1.0),
+        ("--soak-s", soak_s, 5.0),
+        ("--soak-cameras", soak_cameras, 1),
+        ("--repeats", repeats, 1),
+    ):
+        if value < least:
+            raise UserError(f"{name} {value:g}: must be at least {least:g}")
     if not model.is_file():
         raise UserError(f"--model {model}: no such file; run `make demo-model` or pass a model")
     if video is not None and not video.is_file():

@@ -84,6 +84,7 @@ def test_bench_cli_writes_json_and_table(tmp_path: Path) -> None:
     [
         (["--model", "nope.onnx"], "--model nope.onnx: no such file"),
         (["--sections", "speed"], "--sections ['speed']"),
+        (["--seconds", "0"], "--seconds 0: must be at least 1"),
     ],
 )
 def test_bench_cli_user_errors_are_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
