@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,41 @@ def add_temporal_derivative(conv: nn.Conv2d, window: int, fraction: float = 0.5)
         ) * window
 
 
+def add_motion_filters(conv: nn.Conv2d, window: int, fraction: float = 0.5) -> None:
+    """Start `fraction` of a 3T-channel conv's filters as detectors of an edge moving one way.
+
+    Filter i gets an edge kernel (a derivative of a Gaussian across direction theta_i) whose
+    copy in time block k is shifted by (k - (T-1)/2) * speed pixels along theta_i, times a random
+    colour: it answers an edge of one contrast that moves along theta_i at about `speed` pixels
+    per step, and barely the same edge moving back. Eight directions and speeds of 1 and 2
+    pixels go round the filters. Direction (sit down vs stand up) is the product of change over
+    time and the spatial gradient; filters oriented in space-time compute it in one linear step,
+    which a network trained from scratch otherwise has to discover.
+    """
+    if window < 2 or fraction <= 0:
+        return
+    k = conv.kernel_size[0]
+    n = int(conv.out_channels * fraction)
+    half = (window - 1) / 2
+    max_speed = max(0.5, (k // 2 - 1) / half)  # keep the shifted edge inside the kernel
+    grid = torch.arange(k, dtype=torch.float32) - (k - 1) / 2
+    yy, xx = torch.meshgrid(grid, grid, indexing="ij")
+    std = float(conv.weight.detach().std())
+    with torch.no_grad():
+        for i in range(n):
+            theta = 2 * math.pi * (i % 8) / 8
+            speed = min((1.0, 2.0)[(i // 8) % 2], max_speed)
+            colour = torch.randn(3)
+            colour /= colour.norm()
+            for t in range(window):
+                shift = (t - half) * speed
+                u = xx * math.cos(theta) + yy * math.sin(theta) - shift
+                v = -xx * math.sin(theta) + yy * math.cos(theta)
+                edge = -u * torch.exp(-(u * u + 0.25 * v * v) / 2)  # sigma 1 across, 2 along
+                conv.weight[i, 3 * t : 3 * t + 3] = colour.view(3, 1, 1) * edge
+            conv.weight[i] *= std / float(conv.weight[i].std())
+
+
 def _first_conv_path(name: str) -> tuple[str, ...]:
     if name.startswith("resnet"):
         return ("conv1",)
@@ -121,6 +157,7 @@ def build_backbone(
     inflate_noise: float = 0.0,
     stem_kernel: int = 0,
     temporal_init: float = 0.0,
+    motion_init: float = 0.0,
 ) -> nn.Module:
     """A torchvision classifier for (N, 3T, H, W) input.
 
@@ -131,6 +168,8 @@ def build_backbone(
     kernel would only make every time step start identical (blind to motion) for no gain.
     `stem_kernel` (from scratch only) widens that first conv, e.g. 7 for MobileNet: a 3x3 stem
     cannot see a limb move several pixels between frames, which is how direction shows.
+    `temporal_init` / `motion_init` start that fraction of conv1's filters as temporal
+    derivatives / moving-edge detectors (`add_temporal_derivative`, `add_motion_filters`).
     """
     builder = _torchvision_builder(name)
     if pretrained not in (None, "imagenet"):
@@ -168,14 +207,16 @@ def build_backbone(
                     f"--stem-kernel {stem_kernel}: pretrained {name} weights have a "
                     f"{conv.kernel_size[0]}x{conv.kernel_size[0]} stem; drop one of the two"
                 )
-            return nn.Conv2d(
+            inflated = nn.Conv2d(
                 3 * window, conv.out_channels, stem_kernel, stride=conv.stride,  # type: ignore[arg-type]
                 padding=stem_kernel // 2, bias=conv.bias is not None,
             )  # fmt: skip
-        inflated = inflate_conv(conv, window, inflate_noise)
-        if scratch:
-            inflated.reset_parameters()
+        else:
+            inflated = inflate_conv(conv, window, inflate_noise)
+            if scratch:
+                inflated.reset_parameters()
         add_temporal_derivative(inflated, window, temporal_init)
+        add_motion_filters(inflated, window, motion_init)
         return inflated
 
     _swap_module(model, _first_conv_path(name), inflate)

@@ -61,6 +61,7 @@ class TrainConfig:
     inflate_noise: float = 0.0
     stem_kernel: int = 0  # 0: the backbone's own first-conv size
     temporal_init: float = 0.0  # fraction of conv1 filters started as temporal derivatives
+    motion_init: float = 0.0  # fraction of conv1 filters started as moving-edge detectors
     freeze_bn: bool = False
     shuffle_time: bool = False
     # "a:b": a clip of a played backwards is a clip of b, and the other way round. Training then
@@ -301,6 +302,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         inflate_noise=cfg.inflate_noise,
         stem_kernel=cfg.stem_kernel,
         temporal_init=cfg.temporal_init,
+        motion_init=cfg.motion_init,
     )
     if cfg.init_from:
         _init_from_checkpoint(model, Path(cfg.init_from), cfg)

@@ -9,6 +9,7 @@ from torch import nn
 from edge_hf.errors import UserError
 from edge_hf.models import (
     BACKBONES,
+    add_motion_filters,
     HyperVolume,
     build_backbone,
     build_model,
@@ -121,3 +122,27 @@ def test_temporal_init_makes_filters_blind_to_a_static_clip_but_signed_in_time()
     moving = torch.cat([frame, frame, torch.roll(frame, 2, dims=2)], dim=1)
     reversed_ = torch.cat([torch.roll(frame, 2, dims=2), frame, frame], dim=1)
     torch.testing.assert_close(conv(moving)[0, :n], -conv(reversed_)[0, :n], rtol=1e-4, atol=1e-4)
+
+
+def test_motion_init_filters_prefer_their_own_direction() -> None:
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(9, 16, 7, padding=3, bias=False)
+    add_motion_filters(conv, 3, fraction=1.0)
+
+    def edge_at(row: int) -> torch.Tensor:  # bright above `row`, dark below
+        img = torch.zeros(1, 3, 32, 32)
+        img[:, :, :row] = 1.0
+        return img
+
+    down = torch.cat([edge_at(14), edge_at(15), edge_at(16)], dim=1)  # 1 px per step
+    up = torch.cat([edge_at(16), edge_at(15), edge_at(14)], dim=1)
+    with torch.no_grad():
+        r_down, r_up = conv(down)[0, :, 8:24, 16], conv(up)[0, :, 8:24, 16]
+    # Filter 2 looks for edges moving down the image (theta = 90 deg), filter 6 up (270 deg),
+    # each in its own colour: compare the size of their strongest answers.
+    assert r_down[2].abs().max() > 1.5 * r_up[2].abs().max()
+    assert r_up[6].abs().max() > 1.5 * r_down[6].abs().max()
+    static = torch.cat([edge_at(15)] * 3, dim=1)
+    with torch.no_grad():
+        r_static = conv(static)[0, :, 8:24, 16]
+    assert r_down[2].abs().max() > r_static[2].abs().max()
