@@ -9,8 +9,8 @@ from torch import nn
 from edge_hf.errors import UserError
 from edge_hf.models import (
     BACKBONES,
-    add_motion_filters,
     HyperVolume,
+    add_motion_filters,
     build_backbone,
     build_model,
     freeze_batchnorm,
