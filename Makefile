@@ -59,7 +59,8 @@ demo: $(STAMP)
 # on the same budget), export, held-out evaluation at another fps, model card. About an hour on
 # 2 CPU cores. Every step is deterministic for its seed.
 DEMO_MODEL := models/fall-synth-mobilenet_v3_small-t3
-DEMO_TRAIN := --backbone mobilenet_v3_small --input-size 96 --epochs 50 --samples-per-clip 1 --lr 2e-3 \
+DEMO_TRAIN := --backbone mobilenet_v3_small --input-size 96 --stem-kernel 7 --motion-init 1.0 \
+	--epochs 30 --samples-per-clip 2 --lr 1e-3 --max-offset-steps 1 \
 	--reverse-pairs sit_down:stand_up --cache-dir data/cache
 data/synth_train/manifest.csv: edge_hf/synth.py | $(STAMP)
 	$(VENV)/bin/edge-hf synth --out data/synth_train --clips 400 --fps 30 --seed 21 --width 240 --height 180

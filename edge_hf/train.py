@@ -14,7 +14,7 @@ import math
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +207,24 @@ def load_checkpoint(path: Path) -> tuple[nn.Module, TrainConfig, list[str]]:
     return model, cfg, classes
 
 
+def _adopt_stem(cfg: TrainConfig) -> TrainConfig:
+    """With --init-from and no --stem-kernel of its own, a run takes the source's first conv
+    size, so that a stem trained to see motion is carried over rather than dropped for shape."""
+    if not cfg.init_from or cfg.stem_kernel:
+        return cfg
+    try:
+        src = torch.load(cfg.init_from, map_location="cpu", weights_only=False)["config"]
+    except (OSError, RuntimeError, KeyError) as exc:
+        raise UserError(
+            f"--init-from {cfg.init_from}: cannot read this checkpoint ({exc})"
+        ) from None
+    stem = int(src.get("stem_kernel", 0))
+    if stem:
+        log.info("--init-from: using its %dx%d first conv (--stem-kernel %d)", stem, stem, stem)
+        cfg = replace(cfg, stem_kernel=stem)
+    return cfg
+
+
 def _init_from_checkpoint(model: nn.Module, path: Path, cfg: TrainConfig) -> None:
     """Start from another edge_hf run (e.g. synthetic pre-training): every tensor whose name and
     shape match is copied; the head, sized for other classes, keeps its fresh init."""
@@ -266,6 +284,7 @@ class TrainResult:
 def train(cfg: TrainConfig) -> TrainResult:
     """Train, validate each epoch, keep the best by validation fall F1 (then loss)."""
     cfg.validate()
+    cfg = _adopt_stem(cfg)
     _seed_everything(cfg.seed)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

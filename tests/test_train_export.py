@@ -20,8 +20,9 @@ from edge_hf.data import Clip
 from edge_hf.errors import UserError
 from edge_hf.evaluate import diagnose, evaluate
 from edge_hf.export import ExportError, check_parity, export_onnx
+from edge_hf.models import build_model
 from edge_hf.synth import CLASSES
-from edge_hf.train import TrainConfig, load_checkpoint, split_clips, train
+from edge_hf.train import TrainConfig, load_checkpoint, save_checkpoint, split_clips, train
 
 
 def _tiny(data: Path, out: Path, **kw: object) -> TrainConfig:
@@ -179,6 +180,25 @@ def test_init_from_a_checkpoint_copies_all_but_a_resized_head(
     torch.testing.assert_close(first_new, first_old, atol=1e-4, rtol=0)
     with pytest.raises(UserError, match="T=1"):
         train(replace(cfg, window=1, out=str(tmp_path / "w1")))
+
+
+def test_init_from_carries_a_wider_stem_over(synth_small: Path, tmp_path: Path) -> None:
+    """A synthetic start with a 7x7 moving-edge stem must not lose it to a shape mismatch."""
+    src_cfg = _tiny(synth_small, tmp_path / "src", stem_kernel=7, motion_init=1.0)
+    torch.manual_seed(0)
+    src = build_model("mobilenet_v3_small", 3, len(CLASSES), stem_kernel=7, motion_init=1.0)
+    (tmp_path / "src").mkdir()
+    save_checkpoint(tmp_path / "src" / "best.pt", src, src_cfg, list(CLASSES))
+    cfg = _tiny(synth_small, tmp_path / "dst", epochs=1, lr=1e-9)
+    result = train(replace(cfg, init_from=str(tmp_path / "src" / "best.pt")))
+    new, new_cfg, _ = load_checkpoint(result.best_checkpoint)
+    assert new_cfg.stem_kernel == 7
+    torch.testing.assert_close(
+        new.features[0][0].weight,  # type: ignore[index]
+        src.features[0][0].weight,  # type: ignore[index]
+        atol=1e-4,
+        rtol=0,
+    )
 
 
 def test_validation_split_keeps_each_subject_on_one_side() -> None:
