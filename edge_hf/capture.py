@@ -1,9 +1,10 @@
 """One capture thread per camera: sample on a fixed wall-clock schedule into the camera's ring.
 
 Ticks fall at k * interval on the monotonic clock, a grid shared by all cameras (no drift
-accumulates, and cameras with the same interval fall due together). At each tick the
-newest frame read so far is resized to the model input and written to the ring; a source slower
-than the interval therefore yields repeated frames, and a faster one has frames skipped. Files
+accumulates, and cameras with the same interval fall due together). Each tick gets the frame
+that arrived nearest to it (`TickSampler`), resized to the model input and written to the ring
+once the first frame after the tick has arrived; a source slower than the interval therefore
+yields repeated frames, and a faster one has frames skipped. Files
 replayed as fast as possible are sampled by media time with the nearest-frame rule of
 `frame_indices` instead (`sample_by_media_time`), so live and offline windows agree.
 """
@@ -47,6 +48,33 @@ def sample_by_media_time(
         assert frame is not None  # index >= 0 here, so a frame was read
         yield t, frame
         k += 1
+
+
+class TickSampler:
+    """Which frame each tick of the grid t0 + k * interval gets: the one whose arrival is nearest.
+
+    A tick is decided when the first frame after it arrives (only then are both neighbours
+    known). Taking "the newest frame when the next one arrives" instead aliases when the camera's
+    frame rate equals the sampling rate: arrivals that jitter around the ticks leave one tick with
+    no new frame and give the next two ticks the same frame, so a window repeats one frame and
+    loses its neighbour.
+    """
+
+    def __init__(self, t0: float, interval_s: float) -> None:
+        self.t0, self.interval_s = t0, interval_s
+        self.k = 0
+        self._prev: tuple[np.ndarray, float] | None = None
+
+    def on_frame(self, frame: np.ndarray, now: float) -> list[tuple[float, np.ndarray]]:
+        """(tick time, frame) for every tick decided by a frame arriving at `now`."""
+        out = []
+        while (tick := self.t0 + self.k * self.interval_s) <= now:
+            prev = self._prev
+            nearest = prev[0] if prev is not None and tick - prev[1] <= now - tick else frame
+            out.append((tick, nearest))
+            self.k += 1
+        self._prev = (frame, now)
+        return out
 
 
 @dataclass
@@ -129,23 +157,21 @@ class CaptureThread(threading.Thread):
         # Ticks on a grid shared by every camera with the same interval, so their windows fall due
         # together and go through the model as one batch.
         t0 = math.ceil(time.monotonic() / self.interval_s) * self.interval_s
-        k = 0
-        latest: np.ndarray | None = None
+        sampler = TickSampler(t0, self.interval_s)
         while not self._stop_event.is_set():
             got = src.read()
             now = time.monotonic()
             if got is None:
                 return not src.live and not getattr(src, "loop", False)
-            latest = got[0]
             self.stats.frames_read += 1
             self.stats.last_frame_at = now
             if self.stats.state != "online":
                 self.stats.state = "online"
-            # Every tick that has come due gets the newest frame (repeated if the source is slow).
-            while t0 + k * self.interval_s <= now:
-                self.ring.write(to_model_rgb(latest, self.size), t0 + k * self.interval_s)
+            # Every tick that has come due gets the frame nearest to it (repeated if the source
+            # is slow).
+            for tick, frame in sampler.on_frame(got[0], now):
+                self.ring.write(to_model_rgb(frame, self.size), tick)
                 self.stats.samples += 1
-                k += 1
         return False
 
     def check_stall(self, now: float | None = None) -> bool:

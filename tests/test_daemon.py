@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 import edge_hf
-from edge_hf.capture import CaptureThread, sample_by_media_time
+from edge_hf.capture import CaptureThread, TickSampler, sample_by_media_time
 from edge_hf.config import Config, DetectionConfig
 from edge_hf.events import FallDetector, ModelInfo
 from edge_hf.hyperframe import frame_indices
@@ -70,6 +70,34 @@ def test_30_and_10_fps_files_give_windows_of_the_same_span(tmp_path: Path) -> No
 
 
 # ------------------------------------------------------------------ ring
+
+
+def test_a_camera_at_the_sampling_rate_gives_every_tick_its_own_frame() -> None:
+    """A 10 fps camera sampled every 100 ms, its frames jittering around the ticks: each tick
+    gets the frame that arrived nearest to it, none is repeated and none is lost. (Taking the
+    newest frame when the next one arrives gave ticks 2 and 3 both frame 3 here.)"""
+    rng = np.random.default_rng(0)
+    arrivals = [k * 0.1 + float(rng.uniform(-0.008, 0.008)) for k in range(1, 41)]
+    arrivals[1], arrivals[2] = 0.199, 0.301  # one interval with no arrival at all
+    sampler = TickSampler(t0=0.1, interval_s=0.1)
+    written: list[tuple[float, int]] = []
+    for i, now in enumerate(arrivals):
+        frame = np.full((2, 2, 3), i, np.uint8)
+        written += [(tick, int(f[0, 0, 0])) for tick, f in sampler.on_frame(frame, now)]
+    ticks = [round(t, 6) for t, _ in written]
+    assert ticks == [round(0.1 * k, 6) for k in range(1, len(written) + 1)]
+    assert [i for _, i in written] == list(range(len(written)))
+    assert len(written) >= 39
+
+
+def test_a_slow_camera_repeats_frames_and_a_fast_one_skips_them() -> None:
+    slow, fast = TickSampler(0.0, 0.1), TickSampler(0.0, 0.1)
+    got_slow = [i for k in range(10) for _, f in slow.on_frame(np.full(1, k), 0.25 * k) for i in f]
+    got_fast = [i for k in range(30) for _, f in fast.on_frame(np.full(1, k), 0.033 * k) for i in f]
+    assert len(got_slow) >= 20 and len(set(got_slow)) < len(got_slow)  # 4 fps -> repeats
+    assert got_slow == sorted(got_slow)
+    assert len(got_fast) == len(set(got_fast)) and len(got_fast) < 30  # 30 fps -> skips
+    assert got_fast == sorted(got_fast)
 
 
 def test_ring_window_is_oldest_first_and_clamps_at_start() -> None:
