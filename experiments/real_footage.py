@@ -71,6 +71,11 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=25)
     p.add_argument("--samples-per-clip", type=int, default=12)
     p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument(
+        "--synth-checkpoint",
+        default=SYNTH_CHECKPOINT,
+        help="the synthetic model the 'from synthetic' variant starts from",
+    )
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     out = Path(a.out)
@@ -94,8 +99,8 @@ def main() -> None:
         results["runs"] = json.loads(results_file.read_text())["runs"]
     for name in a.variants:
         window, interval_ms, shuffled, from_synth = VARIANTS[name]
-        if from_synth and not Path(SYNTH_CHECKPOINT).exists():
-            log.warning("skipping %s: %s not found (run make demo-model)", name, SYNTH_CHECKPOINT)
+        if from_synth and not Path(a.synth_checkpoint).exists():
+            log.warning("skipping %s: %s not found (run make demo-model)", name, a.synth_checkpoint)
             continue
         for seed in a.seeds:
             key = f"{name} | seed {seed}"
@@ -108,7 +113,7 @@ def main() -> None:
                 window=window,
                 interval_ms=interval_ms,
                 shuffle_time=shuffled,
-                init_from=SYNTH_CHECKPOINT if from_synth else None,
+                init_from=a.synth_checkpoint if from_synth else None,
                 seed=seed,
                 out=str(out / slug),
             )
