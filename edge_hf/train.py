@@ -11,6 +11,7 @@ import csv
 import json
 import logging
 import math
+import pickle
 import random
 import time
 from collections.abc import Sequence
@@ -99,6 +100,14 @@ class TrainConfig:
             raise UserError(f"--select {self.select!r}: choose best or last")
         if not 0.0 < self.crop_scale_min <= 1.0:
             raise UserError(f"--crop-scale-min {self.crop_scale_min}: must be in (0, 1]")
+        for flag, value in (
+            ("--temporal-init", self.temporal_init),
+            ("--motion-init", self.motion_init),
+        ):
+            if not 0.0 <= value <= 1.0:
+                raise UserError(f"{flag} {value}: a fraction of conv1's filters, in [0, 1]")
+        if self.stem_kernel < 0 or (self.stem_kernel and self.stem_kernel % 2 == 0):
+            raise UserError(f"--stem-kernel {self.stem_kernel}: an odd size such as 7 (0: default)")
         self.reverse_map()
 
     def reverse_map(self) -> dict[str, str]:
@@ -190,12 +199,20 @@ def save_checkpoint(
     )
 
 
-def load_checkpoint(path: Path) -> tuple[nn.Module, TrainConfig, list[str]]:
-    """The trained model (eval mode), its resolved config and its class names."""
+def _read_checkpoint(path: Path) -> dict[str, Any]:
+    """The saved dict of an edge_hf checkpoint; a one-line error if it is not one."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as exc:
         raise UserError(f"{path}: cannot read this checkpoint ({exc})") from None
+    if not isinstance(ckpt, dict) or "config" not in ckpt:
+        raise UserError(f"{path}: not an edge_hf checkpoint (no saved config)")
+    return ckpt
+
+
+def load_checkpoint(path: Path) -> tuple[nn.Module, TrainConfig, list[str]]:
+    """The trained model (eval mode), its resolved config and its class names."""
+    ckpt = _read_checkpoint(path)
     cfg = TrainConfig.from_dict(ckpt["config"])
     classes = list(ckpt["classes"])
     # Only the architecture matters here: the weights come from the checkpoint.
@@ -212,12 +229,7 @@ def _adopt_stem(cfg: TrainConfig) -> TrainConfig:
     size, so that a stem trained to see motion is carried over rather than dropped for shape."""
     if not cfg.init_from or cfg.stem_kernel:
         return cfg
-    try:
-        src = torch.load(cfg.init_from, map_location="cpu", weights_only=False)["config"]
-    except (OSError, RuntimeError, KeyError) as exc:
-        raise UserError(
-            f"--init-from {cfg.init_from}: cannot read this checkpoint ({exc})"
-        ) from None
+    src = _read_checkpoint(Path(cfg.init_from))["config"]
     stem = int(src.get("stem_kernel", 0))
     if stem:
         log.info("--init-from: using its %dx%d first conv (--stem-kernel %d)", stem, stem, stem)

@@ -131,6 +131,13 @@ def test_user_mistakes_are_one_line_errors(
     with pytest.raises(UserError, match="no such model"):
         evaluate(tmp_path / "missing.pt", synth_small)
     assert main(["train", "--data", str(tmp_path / "nope"), "--out", str(tmp_path)]) == 2
+    with pytest.raises(UserError, match=r"--motion-init 2\.0"):
+        train(_tiny(synth_small, tmp_path, motion_init=2.0))
+    with pytest.raises(UserError, match="--stem-kernel 6"):
+        train(_tiny(synth_small, tmp_path, stem_kernel=6))
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(UserError, match=r"junk\.pt"):
+        train(_tiny(synth_small, tmp_path, init_from=str(tmp_path / "junk.pt")))
 
 
 def test_diagnose_trains_three_variants_on_the_same_budget(
