@@ -77,7 +77,8 @@ def add_temporal_derivative(conv: nn.Conv2d, window: int, fraction: float = 0.5)
 
 
 def add_motion_filters(conv: nn.Conv2d, window: int, fraction: float = 0.5) -> None:
-    """Start `fraction` of a 3T-channel conv's filters as detectors of an edge moving one way.
+    """Start the last `fraction` of a 3T-channel conv's filters as detectors of an edge moving
+    one way (the first ones are left to `add_temporal_derivative`).
 
     Filter i gets an edge kernel (a derivative of a Gaussian across direction theta_i) whose
     copy in time block k is shifted by (k - (T-1)/2) * speed pixels along theta_i, times a random
@@ -96,10 +97,14 @@ def add_motion_filters(conv: nn.Conv2d, window: int, fraction: float = 0.5) -> N
     grid = torch.arange(k, dtype=torch.float32) - (k - 1) / 2
     yy, xx = torch.meshgrid(grid, grid, indexing="ij")
     std = float(conv.weight.detach().std())
+    first = (
+        conv.out_channels - n
+    )  # the last n filters: the first ones are add_temporal_derivative's
     with torch.no_grad():
-        for i in range(n):
-            theta = 2 * math.pi * (i % 8) / 8
-            speed = min((1.0, 2.0)[(i // 8) % 2], max_speed)
+        for j in range(n):
+            i = first + j
+            theta = 2 * math.pi * (j % 8) / 8
+            speed = min((1.0, 2.0)[(j // 8) % 2], max_speed)
             colour = torch.randn(3)
             colour /= colour.norm()
             for t in range(window):

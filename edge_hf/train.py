@@ -106,6 +106,11 @@ class TrainConfig:
         ):
             if not 0.0 <= value <= 1.0:
                 raise UserError(f"{flag} {value}: a fraction of conv1's filters, in [0, 1]")
+        if self.temporal_init + self.motion_init > 1.0:
+            raise UserError(
+                f"--temporal-init {self.temporal_init} + --motion-init {self.motion_init}: "
+                "together at most 1 (they start different filters)"
+            )
         if self.stem_kernel < 0 or (self.stem_kernel and self.stem_kernel % 2 == 0):
             raise UserError(f"--stem-kernel {self.stem_kernel}: an odd size such as 7 (0: default)")
         self.reverse_map()
