@@ -103,6 +103,7 @@ class CaptureThread(threading.Thread):
         stop: threading.Event,
         stall_timeout_s: float = 5.0,
         max_backoff_s: float = 30.0,
+        crop: tuple[int, int, int, int] | None = None,
     ) -> None:
         super().__init__(name=f"capture-{name}", daemon=True)
         self.camera = name
@@ -113,6 +114,7 @@ class CaptureThread(threading.Thread):
         self._stop_event = stop
         self.stall_timeout_s = stall_timeout_s
         self.max_backoff_s = max_backoff_s
+        self.crop = crop
         self.stats = CameraStats()
 
     def run(self) -> None:
@@ -170,7 +172,7 @@ class CaptureThread(threading.Thread):
             # Every tick that has come due gets the frame nearest to it (repeated if the source
             # is slow).
             for tick, frame in sampler.on_frame(got[0], now):
-                self.ring.write(to_model_rgb(frame, self.size), tick)
+                self.ring.write(to_model_rgb(frame, self.size, self.crop), tick)
                 self.stats.samples += 1
         return False
 

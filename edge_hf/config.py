@@ -55,6 +55,16 @@ class CameraConfig(_Section):
     loop: bool = False  # files: start again at the end
     stall_timeout_s: float = Field(5.0, gt=0)
     open_timeout_s: float = Field(10.0, gt=0)
+    # [x, y, w, h] in pixels: the part of each frame the model sees (one view of a frame that
+    # joins several, or the room without a window); default the whole frame.
+    crop: tuple[int, int, int, int] | None = None
+
+    @field_validator("crop")
+    @classmethod
+    def _crop(cls, v: tuple[int, int, int, int] | None) -> tuple[int, int, int, int] | None:
+        if v is not None and (v[0] < 0 or v[1] < 0 or v[2] < 1 or v[3] < 1):
+            raise ValueError("[x, y, w, h] with x, y >= 0 and w, h >= 1 (pixels)")
+        return v
 
     @field_validator("name")
     @classmethod

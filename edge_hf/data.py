@@ -14,6 +14,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -28,7 +29,7 @@ from edge_hf.hyperframe import (
     stack_frames,
     time_shuffle,
 )
-from edge_hf.video import DecodedVideo, VideoError, decode_video
+from edge_hf.video import Crop, DecodedVideo, VideoError, decode_video
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class Clip:
     start_s: float | None = None
     end_s: float | None = None
     subject: str | None = None
+    crop: Crop | None = None  # x, y, w, h: the view to use of a frame that joins several
 
 
 def _float_or_none(row: dict[str, str], *keys: str) -> float | None:
@@ -59,9 +61,22 @@ def _float_or_none(row: dict[str, str], *keys: str) -> float | None:
     return None
 
 
+def parse_crop(text: str) -> Crop | None:
+    """`x,y,w,h` in pixels (empty: no crop); a one-line error otherwise."""
+    if not text.strip():
+        return None
+    try:
+        x, y, w, h = (int(v) for v in text.split(","))
+    except ValueError:
+        raise UserError(f"crop {text!r}: write x,y,w,h in whole pixels") from None
+    if x < 0 or y < 0 or w < 1 or h < 1:
+        raise UserError(f"crop {text!r}: x, y >= 0 and w, h >= 1")
+    return (x, y, w, h)
+
+
 def read_manifest(manifest: Path) -> list[Clip]:
     """Clips listed in a CSV with columns `path`, `label` and optionally `fps`, `subject`,
-    `start_s`/`end_s` or `fall_start_s`/`fall_end_s` (seconds)."""
+    `start_s`/`end_s` or `fall_start_s`/`fall_end_s` (seconds), `crop` (x,y,w,h)."""
     with manifest.open(newline="") as fh:
         reader = csv.DictReader(fh)
         missing = {"path", "label"} - set(reader.fieldnames or [])
@@ -78,6 +93,7 @@ def read_manifest(manifest: Path) -> list[Clip]:
                         start_s=_float_or_none(row, "start_s", "fall_start_s"),
                         end_s=_float_or_none(row, "end_s", "fall_end_s"),
                         subject=(row.get("subject") or "").strip() or None,
+                        crop=parse_crop(row.get("crop") or ""),
                     )
                 )
             except UserError as exc:
@@ -150,7 +166,7 @@ def decode_clips(
         iterator = tqdm(clips, desc="decoding", unit="clip", leave=False)
     for clip in iterator:
         try:
-            video = decode_video(clip.path, size, cache_dir)
+            video = decode_video(clip.path, size, cache_dir, clip.crop)
         except (VideoError, OSError) as exc:
             log.warning("skipping %s: %s", clip.path, exc)
             bad.append(clip.path)
@@ -232,6 +248,7 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
         shuffle_time: bool = False,
         seed: int = 0,
         reverse_pairs: dict[str, str] | None = None,
+        camera_aug: float = 0.0,
     ) -> None:
         self.clips = list(clips)
         self.classes = list(classes)
@@ -252,6 +269,7 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
         self.hflip = hflip
         self.shuffle_time = shuffle_time
         self.seed = seed
+        self.camera_aug = camera_aug
         self.epoch = 0
 
     def __len__(self) -> int:
@@ -318,4 +336,66 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
         for f in frames:
             g = cv2.resize(f[y : y + ch, x : x + cw], (w, h), interpolation=cv2.INTER_LINEAR)
             out.append(np.ascontiguousarray(g[:, ::-1]) if flip else g)
+        if self.camera_aug > 0:
+            out = camera_augment(out, rng, self.camera_aug)
         return out
+
+
+def camera_augment(frames: list[np.ndarray], rng: random.Random, p: float) -> list[np.ndarray]:
+    """Make the frames look as if another camera had seen the scene, the same way for all T.
+
+    Each of these happens with probability `p`: the scene shrunk into a corner of the view (the
+    person small in the frame, as from a ceiling camera across a room), a perspective warp (another
+    viewpoint), brightness/contrast/saturation changes, blur, and JPEG compression. Real footage
+    from unseen rooms differs from the training rooms in exactly these ways.
+    """
+    h, w = frames[0].shape[:2]
+    ops: list[tuple[str, Any]] = []
+    if rng.random() < p:  # scale: person small in the frame
+        s = rng.uniform(0.5, 0.9)
+        sh, sw = max(8, round(h * s)), max(8, round(w * s))
+        ops.append(("scale", (sh, sw, rng.randint(0, h - sh), rng.randint(0, w - sw))))
+    if rng.random() < p:  # viewpoint: move each corner by up to 10% of the side
+        src = np.array([[0, 0], [w, 0], [w, h], [0, h]], dtype=np.float32)
+        jitter = np.array(
+            [[rng.uniform(-0.1, 0.1) * w, rng.uniform(-0.1, 0.1) * h] for _ in range(4)],
+            dtype=np.float32,
+        )
+        dst = src + jitter
+        ops.append(("warp", cv2.getPerspectiveTransform(src, dst)))
+    if rng.random() < p:
+        ops.append(("colour", (rng.uniform(0.6, 1.4), rng.uniform(-40, 40), rng.uniform(0.5, 1.5))))
+    if rng.random() < p:
+        ops.append(("blur", rng.uniform(0.4, 1.5)))
+    if rng.random() < p:
+        ops.append(("jpeg", rng.randint(20, 70)))
+    if not ops:
+        return frames
+    return [_apply_camera_ops(f, ops) for f in frames]
+
+
+def _apply_camera_ops(frame: np.ndarray, ops: list[tuple[str, Any]]) -> np.ndarray:
+    h, w = frame.shape[:2]
+    f = frame
+    for name, arg in ops:
+        if name == "scale":
+            sh, sw, y, x = arg
+            canvas = np.empty_like(f)
+            canvas[:] = f.reshape(-1, 3).mean(axis=0).astype(np.uint8)
+            canvas[y : y + sh, x : x + sw] = cv2.resize(f, (sw, sh), interpolation=cv2.INTER_AREA)
+            f = canvas
+        elif name == "warp":
+            f = cv2.warpPerspective(f, arg, (w, h), borderMode=cv2.BORDER_REPLICATE)
+        elif name == "colour":
+            contrast, brightness, saturation = arg
+            g = f.astype(np.float32) * contrast + brightness
+            grey = g.mean(axis=2, keepdims=True)
+            f = np.clip(grey + (g - grey) * saturation, 0, 255).astype(np.uint8)
+        elif name == "blur":
+            f = cv2.GaussianBlur(f, (0, 0), arg)
+        elif name == "jpeg":
+            ok, buf = cv2.imencode(".jpg", f, [cv2.IMWRITE_JPEG_QUALITY, arg])
+            decoded = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED) if ok else None
+            if decoded is not None:
+                f = decoded
+    return np.ascontiguousarray(f)

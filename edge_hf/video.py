@@ -14,13 +14,22 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 
-def to_model_rgb(frame_bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """A decoded BGR frame as uint8 RGB of the model's input `size` (H, W), whole frame, no crop.
+Crop = tuple[int, int, int, int]  # x, y, width, height in pixels of the source frame
+
+
+def to_model_rgb(
+    frame_bgr: np.ndarray, size: tuple[int, int], crop: Crop | None = None
+) -> np.ndarray:
+    """A decoded BGR frame as uint8 RGB of the model's input `size` (H, W): the whole frame, or
+    the `crop` region (x, y, w, h) of it, squeezed to that size.
 
     Training, evaluation and the live daemon all go through this, so a model sees the same pixels
     from a file as from a camera.
     """
     h, w = size
+    if crop is not None:
+        x, y, cw, ch = crop
+        frame_bgr = frame_bgr[y : y + ch, x : x + cw]
     if frame_bgr.shape[:2] != (h, w):
         frame_bgr = cv2.resize(frame_bgr, (w, h), interpolation=cv2.INTER_AREA)
     return cv2.cvtColor(frame_bgr, cv2.COLOR_BGR2RGB)
@@ -38,7 +47,7 @@ class VideoError(Exception):
     """A video that cannot be opened or has no decodable frame."""
 
 
-def _decode_opencv(path: Path, size: tuple[int, int]) -> DecodedVideo:
+def _decode_opencv(path: Path, size: tuple[int, int], crop: Crop | None) -> DecodedVideo:
     cap = cv2.VideoCapture(str(path))
     try:
         if not cap.isOpened():
@@ -49,7 +58,7 @@ def _decode_opencv(path: Path, size: tuple[int, int]) -> DecodedVideo:
             ok, frame = cap.read()
             if not ok:
                 break
-            frames.append(to_model_rgb(frame, size))
+            frames.append(to_model_rgb(frame, size, crop))
     finally:
         cap.release()
     if not frames:
@@ -57,7 +66,7 @@ def _decode_opencv(path: Path, size: tuple[int, int]) -> DecodedVideo:
     return DecodedVideo(np.stack(frames), fps)
 
 
-def _decode_decord(path: Path, size: tuple[int, int]) -> DecodedVideo:
+def _decode_decord(path: Path, size: tuple[int, int], crop: Crop | None) -> DecodedVideo:
     import decord  # optional, faster seeking; only used when installed
 
     try:
@@ -70,7 +79,7 @@ def _decode_decord(path: Path, size: tuple[int, int]) -> DecodedVideo:
     if n == 0:
         raise VideoError(f"{path}: no frame could be decoded")
     # Back to BGR so the resize rule is exactly the live one.
-    frames = [to_model_rgb(np.ascontiguousarray(f[..., ::-1]), size) for f in rgb]
+    frames = [to_model_rgb(np.ascontiguousarray(f[..., ::-1]), size, crop) for f in rgb]
     return DecodedVideo(np.stack(frames), fps)
 
 
@@ -82,8 +91,11 @@ def _have_decord() -> bool:
     return True
 
 
-def decode_video(path: Path, size: tuple[int, int], cache_dir: Path | None = None) -> DecodedVideo:
-    """Decode every frame of `path` at `size` (H, W); reuse or fill `cache_dir` when given.
+def decode_video(
+    path: Path, size: tuple[int, int], cache_dir: Path | None = None, crop: Crop | None = None
+) -> DecodedVideo:
+    """Decode every frame of `path` (its `crop` region if given) at `size` (H, W); reuse or fill
+    `cache_dir` when given.
 
     The cache holds one `.npy` per (file, size), memory-mapped on load, so later runs and every
     DataLoader worker share the decoded frames without decoding again.
@@ -92,12 +104,14 @@ def decode_video(path: Path, size: tuple[int, int], cache_dir: Path | None = Non
     if cache_dir is not None:
         st = path.stat()
         key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{size[0]}x{size[1]}"
+        if crop is not None:
+            key += "|crop=" + ",".join(map(str, crop))
         digest = hashlib.sha1(key.encode()).hexdigest()[:20]
         cached = cache_dir / f"{digest}.npy"
         fps_file = cached.with_suffix(".fps")
         if cached.exists() and fps_file.exists():
             return DecodedVideo(np.load(cached, mmap_mode="r"), float(fps_file.read_text()))
-    decoded = _decode_decord(path, size) if _have_decord() else _decode_opencv(path, size)
+    decoded = (_decode_decord if _have_decord() else _decode_opencv)(path, size, crop)
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".{os.getpid()}.tmp.npy")

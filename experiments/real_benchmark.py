@@ -1,0 +1,376 @@
+"""Real-footage benchmark, event-level through the daemon's own replay and detector.
+
+    python experiments/real_benchmark.py --out benchmarks/results/real   # or: make real-bench
+
+Folds: leave one subject out over GMDCSA24's four subjects (S1-S4), and ASSIST-IoT as a fifth fold
+(a room, cameras and people none of the other folds saw; its 18 look-alike daily activities are
+the false-alarm test that matters). Each fold trains on every other fold, keeps its last epoch (the
+held-out clips are watched, never chosen by), exports ONNX, and replays every held-out clip through
+`Pipeline.replay` with the daemon's default detection settings; `vtest.avi` (79 s of real
+pedestrians, never trained on) gives false events per hour.
+
+Columns, summed over the five folds and then mean ± sd over seeds:
+- falls detected / total: a fall clip counts when an event starts after the fall began (minus
+  1 s); ASSIST-IoT's two views of one clip count once (either view's event);
+- false events on daily-activity clips: clips (9 GMDCSA24 + 18 ASSIST-IoT) with at least one event;
+  ASSIST-IoT's 2 "lying still" clips are reported apart;
+- false events per hour on vtest.avi (the five folds' models, each on the whole 79 s);
+- clip AUC: each clip's highest window fall probability, falls vs daily activities.
+
+Results accumulate in `<out>/runs.json` (a run already there is not redone), so the benchmark can be
+stopped and resumed; `<out>/results.md` is the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import logging
+import statistics
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from edge_hf.config import Config
+from edge_hf.export import export_onnx
+from edge_hf.pipeline import Pipeline
+from edge_hf.sinks import JsonLinesSink
+from edge_hf.train import TrainConfig, train
+
+log = logging.getLogger("real_benchmark")
+
+GMDCSA = Path("../shared/data/gmdcsa24")
+ASSIST = Path("../shared/data/assist_iot")
+VTEST = Path("../shared/data/capture/vtest.avi")
+FOLDS = ("S1", "S2", "S3", "S4", "A")
+EARLY_S = 1.0  # an event up to this long before the labelled fall start still counts
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One benchmark row: how its models are trained."""
+
+    backbone: str
+    window: int
+    pretrained: str | None
+    shuffle_time: bool = False
+    input_size: int = 112
+    interval_ms: float = 100.0
+
+
+VARIANTS: dict[str, Variant] = {
+    "lite0 T=3 ImageNet": Variant("efficientnet_lite0", 3, "imagenet"),
+    "lite0 T=3 scratch": Variant("efficientnet_lite0", 3, None),
+    "lite0 T=1 ImageNet": Variant("efficientnet_lite0", 1, "imagenet"),
+    "lite0 T=5 ImageNet": Variant("efficientnet_lite0", 5, "imagenet"),
+    "lite0 T=3 ImageNet time-shuffled": Variant("efficientnet_lite0", 3, "imagenet", True),
+}
+SHIPPED_ROW = "shipped mobilenet_v3_small T=3 (before; saw all GMDCSA24)"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One clip (and view) of the benchmark, as a manifest row and a replay camera."""
+
+    fold: str
+    clip_id: str  # both views of an ASSIST-IoT clip share it
+    path: Path
+    label: str  # fall, adl, lying_still
+    fps: float | None
+    start_s: float | None
+    end_s: float | None
+    crop: str  # "x,y,w,h" or ""
+
+
+def load_items(gmdcsa: Path, assist: Path) -> list[Item]:
+    """Every clip of both datasets, tagged with its fold."""
+    items = []
+    with (gmdcsa / "manifest.csv").open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            items.append(
+                Item(
+                    f"S{r['subject']}", Path(r["path"]).stem, (gmdcsa / r["path"]).resolve(),
+                    r["label"], float(r["fps"]) if r["fps"] else None,
+                    float(r["fall_start_s"]) if r["fall_start_s"] else None,
+                    float(r["fall_end_s"]) if r["fall_end_s"] else None, "",
+                )
+            )  # fmt: skip
+    with (assist / "manifest.csv").open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            items.append(
+                Item(
+                    "A", Path(r["path"]).stem, (assist / r["path"]).resolve(), r["label"],
+                    float(r["fps"]) if r["fps"] else None,
+                    float(r["fall_start_s"]) if r["fall_start_s"] else None,
+                    float(r["fall_end_s"]) if r["fall_end_s"] else None, r["crop"],
+                )
+            )  # fmt: skip
+    return items
+
+
+def write_manifest(items: list[Item], path: Path) -> Path:
+    """A training manifest; a person lying still is taught as daily activity (no fall motion)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["path", "label", "fps", "subject", "start_s", "end_s", "crop"])
+        for it in items:
+            label = "fall" if it.label == "fall" else "adl"
+            w.writerow([it.path, label, it.fps or "", it.fold, it.start_s or "", it.end_s or "",
+                        it.crop])  # fmt: skip
+    return path
+
+
+def base_config(a: argparse.Namespace) -> TrainConfig:
+    """The recipe every fold trains with (the variant fills in backbone, T, prior)."""
+    return TrainConfig(
+        data="",
+        classes=["adl", "fall"],
+        select="last",
+        background_label="adl",
+        epochs=a.epochs,
+        samples_per_clip=a.samples_per_clip,
+        lr=a.lr,
+        batch_size=32,
+        crop_scale_min=0.6,
+        camera_aug=a.camera_aug,
+        max_offset_steps=2,
+        cache_dir=str(Path(a.out) / "cache"),
+    )
+
+
+def _camera_name(it: Item, view: int) -> str:
+    return f"{it.fold}_{it.clip_id}_v{view}".replace(".", "_")[:64]
+
+
+def replay_scores(
+    model: Path, cameras: list[tuple[str, Path, str]], state_dir: Path
+) -> dict[str, dict[str, Any]]:
+    """Replay each (name, video, crop) through the daemon's pipeline with default detection
+    settings; per camera its window scores and the times (s from the clip start) of its events."""
+    cfg = Config.model_validate(
+        {
+            "device_id": "bench",
+            "model": {"path": str(model), "providers": ["cpu"]},
+            "cameras": [
+                {"name": n, "source": str(p), **({"crop": [int(v) for v in c.split(",")]} if c else {})}
+                for n, p, c in cameras
+            ],
+            "state_dir": str(state_dir),
+        }
+    )  # fmt: skip
+    threads = torch.get_num_threads()
+    sink = JsonLinesSink(io.StringIO())
+    pipeline = Pipeline(cfg, sink)
+    try:
+        pipeline.replay(origin_unix=0.0)
+    finally:
+        torch.set_num_threads(threads)  # the pipeline pins torch to one thread; training wants all
+    out: dict[str, dict[str, Any]] = {}
+    for cam in pipeline.cameras:
+        starts = [
+            _seconds(e["time"]) for e in sink.events if e["camera"] == cam.cfg.name and e["type"] == "start"
+        ]  # fmt: skip
+        out[cam.cfg.name] = {
+            "scores": [round(s, 4) for s in cam.scores],
+            "interval_s": cam.interval_s,
+            "starts": starts,
+        }
+    return out
+
+
+def _seconds(iso_time: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso_time.replace("Z", "+00:00")).timestamp()
+
+
+def score_fold(items: list[Item], replayed: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per clip (views merged): label, detected (fall) / false events, highest window score."""
+    clips: dict[str, dict[str, Any]] = {}
+    views: dict[str, int] = {}
+    for it in items:
+        views[it.clip_id] = views.get(it.clip_id, 0) + 1
+        r = replayed[_camera_name(it, views[it.clip_id])]
+        c = clips.setdefault(
+            it.clip_id, {"clip": it.clip_id, "fold": it.fold, "label": it.label, "max_score": 0.0,
+                         "detected": False, "false_events": 0}
+        )  # fmt: skip
+        c["max_score"] = max([c["max_score"], *r["scores"]])
+        onset = (it.start_s or 0.0) - EARLY_S
+        if it.label == "fall":
+            c["detected"] |= any(t >= onset for t in r["starts"])
+            c["false_events"] = max(c["false_events"], sum(t < onset for t in r["starts"]))
+        else:
+            c["false_events"] = max(c["false_events"], len(r["starts"]))
+    return list(clips.values())
+
+
+def auc(pos: list[float], neg: list[float]) -> float:
+    """Probability that a random fall clip outscores a random daily-activity clip (ties: half)."""
+    if not pos or not neg:
+        return float("nan")
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def summarise(clips: list[dict[str, Any]], vtest_events: int, vtest_hours: float) -> dict[str, Any]:
+    falls = [c for c in clips if c["label"] == "fall"]
+    adl = [c for c in clips if c["label"] == "adl"]
+    still = [c for c in clips if c["label"] == "lying_still"]
+    return {
+        "falls_detected": sum(c["detected"] for c in falls),
+        "falls": len(falls),
+        "adl_clips_with_event": sum(c["false_events"] > 0 for c in adl),
+        "adl_clips": len(adl),
+        "still_clips_with_event": sum(c["false_events"] > 0 for c in still),
+        "still_clips": len(still),
+        "vtest_events": vtest_events,
+        "vtest_false_per_hour": vtest_events / vtest_hours,
+        "auc": auc([c["max_score"] for c in falls], [c["max_score"] for c in adl]),
+        "clips": clips,
+    }
+
+
+def run_fold_model(
+    model: Path, fold_items: list[Item], vtest: Path, state_dir: Path
+) -> tuple[list[dict[str, Any]], int, float]:
+    cams, views = [], {}
+    for it in fold_items:
+        views[it.clip_id] = views.get(it.clip_id, 0) + 1
+        cams.append((_camera_name(it, views[it.clip_id]), it.path, it.crop))
+    cams.append(("vtest", vtest, ""))
+    replayed = replay_scores(model, cams, state_dir)
+    v = replayed["vtest"]
+    hours = len(v["scores"]) * v["interval_s"] / 3600
+    return score_fold(fold_items, replayed), len(v["starts"]), hours
+
+
+def run_variant_seed(
+    name: str, variant: Variant, seed: int, items: list[Item], a: argparse.Namespace
+) -> dict[str, Any]:
+    """Train and replay the five folds of one variant and seed; the summed result."""
+    out = Path(a.out)
+    all_clips: list[dict[str, Any]] = []
+    vtest_events, vtest_hours = 0, 0.0
+    slug = name.replace(" ", "_").replace("=", "").replace("/", "")
+    for fold in FOLDS:
+        test = [it for it in items if it.fold == fold]
+        rundir = out / "work" / f"{slug}_s{seed}_{fold}"
+        cfg = replace(
+            base_config(a),
+            data=str(write_manifest([it for it in items if it.fold != fold], rundir / "train.csv")),
+            val_data=str(write_manifest(test, rundir / "test.csv")),
+            backbone=variant.backbone,
+            window=variant.window,
+            pretrained=variant.pretrained,
+            shuffle_time=variant.shuffle_time,
+            input_size=variant.input_size,
+            interval_ms=variant.interval_ms,
+            seed=seed,
+            out=str(rundir),
+        )
+        t0 = time.perf_counter()
+        ckpt = train(cfg).best_checkpoint
+        onnx = rundir / "model.onnx"
+        export_onnx(ckpt, onnx)
+        clips, ev, hours = run_fold_model(onnx, test, Path(a.vtest), rundir / "state")
+        all_clips += clips
+        vtest_events, vtest_hours = vtest_events + ev, vtest_hours + hours
+        log.info("%s seed %d fold %s: %.0f s", name, seed, fold, time.perf_counter() - t0)
+    return summarise(all_clips, vtest_events, vtest_hours)
+
+
+def run_shipped(model: Path, items: list[Item], a: argparse.Namespace) -> dict[str, Any]:
+    """The model shipped before this benchmark, replayed on every fold as it is."""
+    all_clips: list[dict[str, Any]] = []
+    vtest_events, vtest_hours = 0, 0.0
+    for i, fold in enumerate(FOLDS):
+        test = [it for it in items if it.fold == fold]
+        clips, ev, hours = run_fold_model(model, test, Path(a.vtest), Path(a.out) / "work" / "shipped")
+        all_clips += clips
+        if i == 0:  # one model: vtest once
+            vtest_events, vtest_hours = ev, hours
+    return summarise(all_clips, vtest_events, vtest_hours)
+
+
+def _mean_sd(values: list[float], fmt: str = "{:.2f}") -> str:
+    if len(values) == 1:
+        return fmt.format(values[0])
+    return f"{fmt.format(statistics.mean(values))} ± {fmt.format(statistics.stdev(values))}"
+
+
+def table(runs: dict[str, Any], rows: list[str]) -> str:
+    """Mean ± sd over seeds of each row."""
+    lines = [
+        "| variant | seeds | falls detected | false events on daily-activity clips | "
+        "false events / h (vtest.avi) | clip AUC | lying-still clips with an event |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name in rows:
+        rs = [r for r in runs.values() if r["variant"] == name]
+        if not rs:
+            continue
+        n_falls, n_adl, n_still = rs[0]["falls"], rs[0]["adl_clips"], rs[0]["still_clips"]
+        cells = [
+            _mean_sd([r["falls_detected"] for r in rs], "{:.1f}") + f" / {n_falls}",
+            _mean_sd([r["adl_clips_with_event"] for r in rs], "{:.1f}") + f" / {n_adl}",
+            _mean_sd([r["vtest_false_per_hour"] for r in rs], "{:.0f}"),
+            _mean_sd([r["auc"] for r in rs], "{:.3f}"),
+            _mean_sd([r["still_clips_with_event"] for r in rs], "{:.1f}") + f" / {n_still}",
+        ]
+        lines.append(f"| {name} | {len(rs)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--gmdcsa", default=str(GMDCSA))
+    p.add_argument("--assist", default=str(ASSIST))
+    p.add_argument("--vtest", default=str(VTEST))
+    p.add_argument("--out", default="benchmarks/results/real")
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), help="rows to run, in order")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--shipped", default="models/fall-real-mobilenet_v3_small-t3.onnx",
+                   help="also replay this model as the 'before' row (empty: skip)")  # fmt: skip
+    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--samples-per-clip", type=int, default=6)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--camera-aug", type=float, default=0.3)
+    a = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("edge_hf.events").setLevel(logging.WARNING)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    items = load_items(Path(a.gmdcsa), Path(a.assist))
+    runs_file = out / "runs.json"
+    runs: dict[str, Any] = json.loads(runs_file.read_text()) if runs_file.exists() else {}
+    recipe = {k: getattr(a, k) for k in ("epochs", "samples_per_clip", "lr", "camera_aug")}
+
+    def save(key: str, result: dict[str, Any]) -> None:
+        runs[key] = result
+        runs_file.write_text(json.dumps(runs, indent=1))
+        rows = [SHIPPED_ROW, *VARIANTS]
+        (out / "results.md").write_text(table(runs, rows))
+        print(table(runs, rows), flush=True)
+
+    if a.shipped and SHIPPED_ROW not in runs and Path(a.shipped).exists():
+        save(SHIPPED_ROW, {"variant": SHIPPED_ROW, **run_shipped(Path(a.shipped), items, a)})
+    for seed in a.seeds:  # seed-major: every row gets a first seed before any gets a third
+        for name in a.variants:
+            key = f"{name} | seed {seed}"
+            if key in runs:
+                continue
+            result = run_variant_seed(name, VARIANTS[name], seed, items, a)
+            save(key, {"variant": name, "seed": seed, "recipe": recipe, **result})
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()
