@@ -154,17 +154,18 @@ def replay_scores(
 ) -> dict[str, dict[str, Any]]:
     """Replay each (name, video, crop) through the daemon's pipeline with default detection
     settings; per camera its window scores and the times (s from the clip start) of its events."""
+    cams = [
+        {"name": n, "source": str(p), "crop": [int(v) for v in c.split(",")] if c else None}
+        for n, p, c in cameras
+    ]
     cfg = Config.model_validate(
         {
             "device_id": "bench",
             "model": {"path": str(model), "providers": ["cpu"]},
-            "cameras": [
-                {"name": n, "source": str(p), **({"crop": [int(v) for v in c.split(",")]} if c else {})}
-                for n, p, c in cameras
-            ],
+            "cameras": cams,
             "state_dir": str(state_dir),
         }
-    )  # fmt: skip
+    )
     threads = torch.get_num_threads()
     sink = JsonLinesSink(io.StringIO())
     pipeline = Pipeline(cfg, sink)
@@ -174,9 +175,8 @@ def replay_scores(
         torch.set_num_threads(threads)  # the pipeline pins torch to one thread; training wants all
     out: dict[str, dict[str, Any]] = {}
     for cam in pipeline.cameras:
-        starts = [
-            _seconds(e["time"]) for e in sink.events if e["camera"] == cam.cfg.name and e["type"] == "start"
-        ]  # fmt: skip
+        mine = [e for e in sink.events if e["camera"] == cam.cfg.name]
+        starts = [_seconds(e["time"]) for e in mine if e["type"] == "start"]
         out[cam.cfg.name] = {
             "scores": [round(s, 4) for s in cam.scores],
             "interval_s": cam.interval_s,
@@ -293,7 +293,8 @@ def run_shipped(model: Path, items: list[Item], a: argparse.Namespace) -> dict[s
     vtest_events, vtest_hours = 0, 0.0
     for i, fold in enumerate(FOLDS):
         test = [it for it in items if it.fold == fold]
-        clips, ev, hours = run_fold_model(model, test, Path(a.vtest), Path(a.out) / "work" / "shipped")
+        state = Path(a.out) / "work" / "shipped"
+        clips, ev, hours = run_fold_model(model, test, Path(a.vtest), state)
         all_clips += clips
         if i == 0:  # one model: vtest once
             vtest_events, vtest_hours = ev, hours
@@ -344,7 +345,7 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--camera-aug", type=float, default=0.3)
     a = p.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("edge_hf.events").setLevel(logging.WARNING)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
