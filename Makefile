@@ -75,7 +75,7 @@ demo-model: data/synth_train/manifest.csv data/synth_test10/manifest.csv
 	$(MAKE) demo-card
 
 demo-card: $(STAMP)
-	$(PY) -m edge_hf.card --model $(DEMO_MODEL).onnx --out $(DEMO_MODEL).md \
+	$(VENV)/bin/edge-hf card --model $(DEMO_MODEL).onnx --out $(DEMO_MODEL).md \
 		--train-command "make demo-model  # edge-hf diagnose --data data/synth_train --test-data data/synth_test10 --out runs/demo $(DEMO_TRAIN)" \
 		--data-note "2400 synthetic clips (400 per class) at 30 fps, 240x180, \`edge-hf synth --clips 400 --fps 30 --seed 21\` (the clips of one index are one scene: room, person, place, facing and tempo shared across classes); 20% of the scenes held out for validation (best epoch by fall F1); sit_down/stand_up samples played backwards half the time under the twin label (\`--reverse-pairs\`); MobileNet stem widened to 7x7 with every conv1 filter started as a moving-edge detector (\`--stem-kernel 7 --motion-init 1.0\`), without which direction stayed at chance." \
 		--test-json runs/demo/test10.json \
@@ -106,7 +106,7 @@ real-model: $(STAMP) runs/demo/hyperframe/best.pt
 	$(MAKE) real-card
 
 real-card: $(STAMP)
-	$(PY) -m edge_hf.card --model $(REAL_MODEL).onnx --out $(REAL_MODEL).md \
+	$(VENV)/bin/edge-hf card --model $(REAL_MODEL).onnx --out $(REAL_MODEL).md \
 		--train-command "make real-model  # edge-hf train --data $(REAL_DATA) --select last $(REAL_TRAIN)" \
 		--data-note "All 23 GMDCSA24 clips in ../shared/data/gmdcsa24 (14 falls, 9 activities of daily living, 4 subjects; MIT licence): fall segments from the manifest, the time before each fall taught as adl (--background-label adl). Started from the synthetic demo model (make demo-model; --init-from), no ImageNet weights (no network here)." \
 		--test-note "The shipped model saw every clip, so it has no held-out score of its own. The table below trains each variant on subjects 1, 2, 4 and tests it on subject 3 (10 clips, 14 segments), mean ± standard deviation over 3 seeds (make real-experiment); this model's recipe is the row 'T=3 @100ms from synthetic'. Expect it to be optimistic for other rooms, cameras and people: 23 clips is very little." \

@@ -20,9 +20,9 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from edge_hf.config import MqttConfig
-from edge_hf.localbroker import Broker
-from edge_hf.mqtt import MqttSink
+from edge_hf.bench.broker import Broker
+from edge_hf.daemon.config import MqttConfig
+from edge_hf.daemon.mqtt import MqttSink
 
 
 def main() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import sys
 import time
@@ -13,11 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from edge_hf import __version__
-from edge_hf.errors import UserError
+from edge_hf.core.errors import UserError
 
 
 def _cmd_window(args: argparse.Namespace) -> int:
-    from edge_hf.hyperframe import suggest_window
+    from edge_hf.core.hyperframe import suggest_window
 
     try:
         t = suggest_window(args.action_s, args.interval_ms / 1000.0)
@@ -28,106 +27,8 @@ def _cmd_window(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_synth(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from edge_hf.synth import CLASSES, generate, write_demo_clips
-
-    if args.demo:
-        for path in write_demo_clips(Path(args.out), args.fps or 15.0):
-            print(f"wrote {path}")
-        return 0
-    args.fps = args.fps or 30.0
-    classes = tuple(args.classes or CLASSES)
-    bad = sorted(set(classes) - set(CLASSES))
-    if bad:
-        raise UserError(f"--classes {bad}: unknown; choose from {', '.join(CLASSES)}")
-    if args.clips < 1 or args.fps <= 0:
-        raise UserError("--clips must be >= 1 and --fps > 0")
-    with tqdm(total=args.clips * len(classes), desc="synth", unit="clip") as bar:
-        manifest = generate(
-            Path(args.out),
-            args.clips,
-            args.fps,
-            seed=args.seed,
-            width=args.width,
-            height=args.height,
-            classes=classes,
-            progress=lambda done, total: bar.update(done - bar.n),
-        )
-    print(f"wrote {args.clips * len(classes)} clips and {manifest}")
-    return 0
-
-
-def _train_config(args: argparse.Namespace) -> typing.Any:
-    from edge_hf.train import TrainConfig
-
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
-    return TrainConfig(**values)
-
-
-def _cmd_train(args: argparse.Namespace) -> int:
-    from edge_hf.train import train
-
-    result = train(_train_config(args))
-    r = result.best_report
-    print(
-        f"best epoch {result.best_epoch}: val accuracy {r['accuracy']:.3f}, "
-        f"fall F1 {r['fall_f1']:.3f} -> {result.best_checkpoint}"
-    )
-    return 0
-
-
-def _cmd_eval(args: argparse.Namespace) -> int:
-    from edge_hf.evaluate import evaluate, report_text
-
-    report = evaluate(
-        Path(args.model),
-        Path(args.data),
-        shuffle_time=args.shuffle_time,
-        batch_size=args.batch_size,
-        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
-        confusion_png=Path(args.confusion_png) if args.confusion_png else None,
-        background_label=args.background_label,
-    )
-    print(json.dumps(report) if args.json else report_text(report))
-    return 0
-
-
-def _cmd_diagnose(args: argparse.Namespace) -> int:
-    from edge_hf.evaluate import diagnose, diagnose_table
-
-    cfg = _train_config(args)
-    results = diagnose(cfg, Path(args.test_data), Path(cfg.out))
-    print(diagnose_table(results))
-    return 0
-
-
-def _cmd_export(args: argparse.Namespace) -> int:
-    from edge_hf.export import ExportError, export_onnx
-
-    try:
-        contract = export_onnx(Path(args.checkpoint), Path(args.out), atol=args.atol)
-    except ExportError as exc:
-        print(f"edge-hf export: {exc}", file=sys.stderr)
-        return 1
-    print(f"wrote {args.out}: {contract.backbone} T={contract.window} classes={contract.classes}")
-    return 0
-
-
-def _load_checked(path: str) -> typing.Any:
-    """Config plus the model's contract check: what `check` validates and `run` starts from."""
-    from edge_hf.config import check_against_model, load_config
-    from edge_hf.contract import read_contract
-
-    cfg = load_config(Path(path))
-    contract = read_contract(cfg.model.path)
-    check_against_model(cfg, contract, path)
-    return cfg, contract
-
-
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from edge_hf.bench_report import SECTIONS, run_bench
+    from edge_hf.bench.runner import SECTIONS, run_bench
 
     run_bench(
         Path(args.out),
@@ -144,7 +45,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    cfg, contract = _load_checked(args.config)
+    from edge_hf.daemon.app import check
+
+    cfg, contract = check(Path(args.config))
     cams = ", ".join(f"{c.name}{'' if c.enabled else ' (disabled)'}" for c in cfg.cameras)
     print(
         f"{args.config}: OK - device {cfg.device_id}, model {cfg.model.path.name} "
@@ -154,101 +57,17 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _install_stop_handlers(stop: typing.Any) -> None:
-    import signal
-
-    def handler(signum: int, _frame: object) -> None:
-        logging.getLogger("edge_hf").info("signal %d: stopping", signum)
-        stop.set()  # only a flag: the loops notice it within their wait timeouts
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-
-
-def _make_sink(cfg: typing.Any, statuses: bool = False) -> typing.Any:
-    """JSON lines on stdout, plus the MQTT publisher when `mqtt.enabled`."""
-    from edge_hf.sinks import JsonLinesSink, TeeSink
-
-    lines = JsonLinesSink(statuses=statuses)
-    if not cfg.mqtt.enabled:
-        return lines
-    from edge_hf.mqtt import MqttSink
-
-    cams = [c.name for c in cfg.enabled_cameras()]
-    mqtt = MqttSink(cfg.mqtt, cfg.device_id, cams, cfg.state_dir, cfg.model.path.name)
-    return TeeSink(lines, mqtt)
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
-    from edge_hf.config import ensure_state_dir
-    from edge_hf.pipeline import Pipeline
-    from edge_hf.sdnotify import Notifier
+    from edge_hf.daemon.app import run
 
-    cfg, _ = _load_checked(args.config)
-    ensure_state_dir(cfg)
-    notifier = Notifier()
-    pipeline = Pipeline(
-        cfg, _make_sink(cfg, args.statuses), config_name=args.config, notifier=notifier
-    )
-    _install_stop_handlers(pipeline.stop)
-    metrics = None
-    if cfg.metrics.enabled:
-        from edge_hf.metrics_export import Metrics
-
-        metrics = Metrics(pipeline)
-        try:
-            metrics.serve(cfg.metrics.host, cfg.metrics.port)
-        except OSError as exc:
-            raise UserError(
-                f"metrics.port {cfg.metrics.port}: cannot listen on {cfg.metrics.host} "
-                f"({exc.strerror}); pick a free port"
-            ) from None
-        pipeline.metrics = metrics
-    try:
-        pipeline.start()
-        pipeline.run(drain_s=args.drain_s)
-    finally:
-        if metrics is not None:
-            metrics.close()
-    return 0
-
-
-def _replay_config(args: argparse.Namespace) -> typing.Any:
-    from edge_hf.config import Config, load_config
-
-    if args.config:
-        cfg = load_config(Path(args.config))
-        if args.model:
-            cfg = cfg.model_copy(
-                update={"model": cfg.model.model_copy(update={"path": Path(args.model)})}
-            )
-        return cfg
-    if not (args.model and args.video):
-        raise UserError("give --config FILE, or both --model and --video")
-    return Config.model_validate(
-        {
-            "device_id": "replay",
-            "model": {"path": args.model, "providers": ["cpu"]},
-            "cameras": [
-                {
-                    "name": Path(args.video).stem.replace(".", "_")[:64] or "video",
-                    "source": args.video,
-                }
-            ],
-            "state_dir": args.state_dir,
-        }
-    )
+    return run(Path(args.config), args.drain_s, args.statuses)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     from datetime import datetime
 
-    from edge_hf.pipeline import Pipeline, score_timeline_png
-    from edge_hf.sources import SourceError
+    from edge_hf.daemon.app import ReplayRequest, replay
 
-    cfg = _replay_config(args)
-    if args.video and not Path(args.video).is_file():
-        raise UserError(f"--video {args.video}: no such file")
     if args.origin == "now":
         origin = time.time()
     elif args.origin == "epoch":
@@ -260,28 +79,24 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             raise UserError(
                 f"--origin {args.origin!r}: use epoch, now or an ISO-8601 time"
             ) from None
-    from edge_hf.config import ensure_state_dir
-
-    ensure_state_dir(cfg)
-    if args.video:  # the replayed camera takes the video's place in topics and events
-        cfg = cfg.model_copy(update={"cameras": cfg.enabled_cameras()[:1]})
-    pipeline = Pipeline(
-        cfg, _make_sink(cfg), source_override=args.video, config_name=args.config or "replay"
+    return replay(
+        ReplayRequest(
+            config=Path(args.config) if args.config else None,
+            video=Path(args.video) if args.video else None,
+            model=Path(args.model) if args.model else None,
+            state_dir=Path(args.state_dir),
+            origin_unix=origin,
+            timeline_png=Path(args.timeline_png) if args.timeline_png else None,
+        )
     )
-    try:
-        pipeline.replay(origin)
-    except SourceError as exc:
-        raise UserError(str(exc)) from None
-    if args.timeline_png:
-        score_timeline_png(Path(args.timeline_png), pipeline.cameras, cfg.model.threshold)
-    return 0
 
 
 def _cmd_alerts(args: argparse.Namespace) -> int:
+    import signal
     import threading
 
-    from edge_hf.config import MqttConfig, load_config
-    from edge_hf.mqtt import watch_alerts
+    from edge_hf.daemon.alerts import watch_alerts
+    from edge_hf.daemon.config import MqttConfig, load_config
 
     if args.config:
         cfg = load_config(Path(args.config))
@@ -289,10 +104,22 @@ def _cmd_alerts(args: argparse.Namespace) -> int:
     else:
         mqtt_cfg, device = MqttConfig(host=args.host, port=args.port), args.device or "+"
     stop = threading.Event()
-    _install_stop_handlers(stop)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     print(f"listening on {mqtt_cfg.host}:{mqtt_cfg.port} for {mqtt_cfg.topic_prefix}/{device}/...",
           file=sys.stderr)  # fmt: skip
     return watch_alerts(mqtt_cfg, device, stop=stop)
+
+
+def _training(name: str) -> typing.Callable[[argparse.Namespace], int]:
+    """The `edge_hf.training.commands` function for a sub-command, imported when it runs."""
+
+    def call(args: argparse.Namespace) -> int:
+        from edge_hf.training import commands
+
+        return int(getattr(commands, name)(args))
+
+    return call
 
 
 def _add_dataclass_args(p: argparse.ArgumentParser, cls: type, skip: set[str]) -> None:
@@ -319,7 +146,7 @@ def _add_dataclass_args(p: argparse.ArgumentParser, cls: type, skip: set[str]) -
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
-    from edge_hf.train import TrainConfig
+    from edge_hf.training.train import TrainConfig
 
     parser = argparse.ArgumentParser(
         prog="edge-hf", description="Real-time fall detection with hyperframes."
@@ -348,11 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--width", type=int, default=320)
     p.add_argument("--height", type=int, default=240)
     p.add_argument("--classes", nargs="+", help="subset of the classes (default: all)")
-    p.set_defaults(func=_cmd_synth)
+    p.set_defaults(func=_training("synth"))
 
     p = sub.add_parser("train", parents=[common], help="train a hyperframe classifier")
     _add_dataclass_args(p, TrainConfig, skip=set())
-    p.set_defaults(func=_cmd_train)
+    p.set_defaults(func=_training("train"))
 
     p = sub.add_parser(
         "eval", parents=[common], help="clip-level evaluation of a checkpoint or ONNX model"
@@ -365,14 +192,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir")
     p.add_argument("--confusion-png", help="also write the confusion matrix as a PNG")
     p.add_argument("--background-label", help="score the time before each segment as this class")
-    p.set_defaults(func=_cmd_eval)
+    p.set_defaults(func=_training("evaluate"))
 
     p = sub.add_parser(
         "diagnose", parents=[common], help="hyperframe vs T=1 vs time-shuffled, same budget"
     )
     p.add_argument("--test-data", required=True, help="held-out clips (ideally another fps)")
     _add_dataclass_args(p, TrainConfig, skip={"shuffle_time"})
-    p.set_defaults(func=_cmd_diagnose, shuffle_time=False)
+    p.set_defaults(func=_training("diagnose"), shuffle_time=False)
 
     p = sub.add_parser(
         "check", parents=[common], help="validate a daemon config (and its model) without starting"
@@ -420,7 +247,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--out", required=True, help="the .onnx file to write")
     p.add_argument("--atol", type=float, default=1e-3, help="largest allowed logit difference")
-    p.set_defaults(func=_cmd_export)
+    p.set_defaults(func=_training("export"))
+
+    p = sub.add_parser(
+        "card", parents=[common], help="write a model card from an eval report and a table"
+    )
+    p.add_argument("--model", required=True, help="the exported .onnx")
+    p.add_argument("--out", required=True, help="the Markdown file to write")
+    p.add_argument("--train-command", required=True, help="how the model was made")
+    p.add_argument("--data-note", required=True, help="what it was trained on")
+    p.add_argument("--test-json", help="an `edge-hf eval --json` report on held-out clips")
+    p.add_argument("--test-note", required=True, help="what the test numbers mean")
+    p.add_argument("--diagnose-md", help="a Markdown table to include")
+    p.add_argument("--diagnose-title", default="Diagnose (same data and budget)")
+    p.set_defaults(func=_training("card"))
 
     p = sub.add_parser(
         "bench",

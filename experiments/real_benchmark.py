@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import json
 import logging
 import statistics
@@ -37,11 +36,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from edge_hf.config import Config
-from edge_hf.export import export_onnx
-from edge_hf.pipeline import Pipeline
-from edge_hf.sinks import JsonLinesSink
-from edge_hf.train import TrainConfig, train
+from edge_hf.daemon.app import build_pipeline
+from edge_hf.daemon.config import Config
+from edge_hf.daemon.sinks import RecordingSink
+from edge_hf.training.export import export_onnx
+from edge_hf.training.train import TrainConfig, train
 
 log = logging.getLogger("real_benchmark")
 
@@ -167,28 +166,21 @@ def replay_scores(
         }
     )
     threads = torch.get_num_threads()
-    sink = JsonLinesSink(io.StringIO())
-    pipeline = Pipeline(cfg, sink)
+    sink = RecordingSink()
+    pipeline = build_pipeline(cfg, sink, score_history=None)
     try:
         pipeline.replay(origin_unix=0.0)
     finally:
         torch.set_num_threads(threads)  # the pipeline pins torch to one thread; training wants all
     out: dict[str, dict[str, Any]] = {}
     for cam in pipeline.cameras:
-        mine = [e for e in sink.events if e["camera"] == cam.cfg.name]
-        starts = [_seconds(e["time"]) for e in mine if e["type"] == "start"]
+        starts = [e.time for e in sink.events if e.camera == cam.cfg.name and e.type == "start"]
         out[cam.cfg.name] = {
             "scores": [round(s, 4) for s in cam.scores],
             "interval_s": cam.interval_s,
             "starts": starts,
         }
     return out
-
-
-def _seconds(iso_time: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(iso_time.replace("Z", "+00:00")).timestamp()
 
 
 def score_fold(items: list[Item], replayed: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -346,7 +338,7 @@ def main() -> None:
     p.add_argument("--camera-aug", type=float, default=0.3)
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("edge_hf.events").setLevel(logging.WARNING)
+    logging.getLogger("edge_hf.daemon.events").setLevel(logging.WARNING)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     items = load_items(Path(a.gmdcsa), Path(a.assist))

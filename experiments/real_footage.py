@@ -20,8 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from edge_hf.evaluate import evaluate
-from edge_hf.train import TrainConfig, train
+from edge_hf.training.evaluate import evaluate
+from edge_hf.training.train import TrainConfig, train
 
 log = logging.getLogger("real_footage")
 

@@ -1,11 +1,11 @@
-"""The tests' broker helpers: `edge_hf.localbroker` plus a throw-away TLS CA."""
+"""The tests' broker helpers: `edge_hf.bench.broker` plus a throw-away TLS CA."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-from edge_hf.localbroker import Broker, free_port
+from edge_hf.bench.broker import Broker, free_port
 
 __all__ = ["Broker", "free_port", "make_tls"]
 

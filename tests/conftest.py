@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from edge_hf.synth import generate, write_video
+from edge_hf.training.synth import generate, write_video
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -64,10 +64,10 @@ def frame_number(frame: np.ndarray) -> int:
 @pytest.fixture(scope="session")
 def tiny_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An untrained but real edge_hf export (mobilenet_v3_small, T=3, 64x64, 6 classes)."""
-    from edge_hf.export import export_onnx
-    from edge_hf.models import build_model
-    from edge_hf.synth import CLASSES
-    from edge_hf.train import TrainConfig, save_checkpoint
+    from edge_hf.training.export import export_onnx
+    from edge_hf.training.models import build_model
+    from edge_hf.training.synth import CLASSES
+    from edge_hf.training.train import TrainConfig, save_checkpoint
 
     out = tmp_path_factory.mktemp("tiny_model")
     cfg = TrainConfig(data="none", backbone="mobilenet_v3_small", input_size=64)

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from edge_hf.bench import OurWindow, count_flops, naive_window
-from edge_hf.bench_live import run_cameras, soak
-from edge_hf.hyperframe import stack_frames
-from edge_hf.synth import write_demo_clips
-from edge_hf.video import to_model_rgb
+from edge_hf.bench.live import run_cameras, soak
+from edge_hf.bench.prep import OurWindow, count_flops, naive_window
+from edge_hf.core.hyperframe import stack_frames
+from edge_hf.core.video import to_model_rgb
+from edge_hf.training.synth import write_demo_clips
 from tests.conftest import SHIPPED_MODEL
 
 
@@ -126,7 +126,7 @@ def test_capacity_clip_is_retimed_to_a_camera_rate(fall_clip: Path, tmp_path: Pa
     """Same frames, declared at 15 fps: a 10 fps camera would beat against the 10 Hz ticks."""
     import cv2
 
-    from edge_hf.bench_report import retimed
+    from edge_hf.bench.runner import retimed
 
     out = retimed(fall_clip, tmp_path / "c.mp4", 10.0)
     a, b = cv2.VideoCapture(str(fall_clip)), cv2.VideoCapture(str(out))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from edge_hf.config import parse_config
-from edge_hf.errors import UserError
+from edge_hf.core.errors import UserError
+from edge_hf.daemon.config import parse_config
 
 GOOD = """\
 device_id: hall

@@ -17,15 +17,15 @@ import pytest
 import yaml
 
 import edge_hf
-from edge_hf.capture import CaptureThread, TickSampler, sample_by_media_time
-from edge_hf.config import Config, DetectionConfig
-from edge_hf.events import FallDetector, ModelInfo
-from edge_hf.hyperframe import frame_indices
-from edge_hf.pipeline import Pipeline
-from edge_hf.ring import FrameRing
-from edge_hf.sinks import JsonLinesSink
-from edge_hf.sources import make_source
-from edge_hf.synth import write_demo_clips
+from edge_hf.core.hyperframe import frame_indices
+from edge_hf.daemon.app import build_pipeline
+from edge_hf.daemon.capture import CaptureThread, TickSampler, sample_by_media_time
+from edge_hf.daemon.config import Config, DetectionConfig
+from edge_hf.daemon.events import FallDetector, ModelInfo
+from edge_hf.daemon.ring import FrameRing
+from edge_hf.daemon.sinks import JsonLinesSink, RecordingSink, TeeSink
+from edge_hf.daemon.sources import make_source
+from edge_hf.training.synth import write_demo_clips
 from tests.conftest import SHARED_DATA, SHIPPED_MODEL, counter_video, frame_number
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,9 +160,9 @@ def test_detector_k_of_n_start_end_cooldown() -> None:
     events = []
     for i, s in enumerate(scores):
         events += [(i, e) for e in d.update(s, 1000.0 + i * 0.1)]
-    kinds = [(i, e["type"]) for i, e in events]
+    kinds = [(i, e.type) for i, e in events]
     assert kinds == [(3, "start"), (8, "end")], "2 of 3 starts it; 3 below end it; cooldown holds"
-    start, end = events[0][1], events[1][1]
+    start, end = events[0][1].as_dict(), events[1][1].as_dict()
     assert start["event_id"] == end["event_id"] and end["peak_score"] == 0.95
     assert start["started_at"] == "1970-01-01T00:16:40.300Z" and end["end_reason"] == "recovered"
     assert start["model"] == {"name": "m.onnx", "window": 3, "interval_ms": 100.0}
@@ -170,7 +170,7 @@ def test_detector_k_of_n_start_end_cooldown() -> None:
 
 def test_detector_median_and_max_duration() -> None:
     d = _detector(smoothing="median", max_event_s=1.0)
-    kinds = [e["type"] for i in range(30) for e in d.update(0.9, i * 0.1)]
+    kinds = [e.type for i in range(30) for e in d.update(0.9, i * 0.1)]
     assert kinds == ["start", "end"]
     assert d.close(5.0) == []
 
@@ -264,19 +264,21 @@ def test_replay_of_the_demo_fall_gives_one_start_and_one_end(
     cfg = _config(
         SHIPPED_MODEL, tmp_path, {"fall": demo_clips["fall_demo"]}, detection={"snapshot": True}
     )
-    sink = JsonLinesSink(stream=open(tmp_path / "events.jsonl", "w"))  # noqa: SIM115
-    pipeline = Pipeline(cfg, sink)
+    lines_sink = JsonLinesSink(stream=open(tmp_path / "events.jsonl", "w"))  # noqa: SIM115
+    recorder = RecordingSink()
+    pipeline = build_pipeline(cfg, TeeSink(lines_sink, recorder), score_history=None)
     pipeline.replay()
-    kinds = [e["type"] for e in sink.events]
+    events = [e.as_dict() for e in recorder.events]
+    kinds = [e["type"] for e in events]
     assert kinds == ["start", "end"]
-    start = sink.events[0]
+    start = events[0]
     # The fall happens 3 s in: the event starts within a second of it.
     assert "1970-01-01T00:00:03" in start["started_at"]
     assert Path(start["snapshot"]).stat().st_size > 0
     lines = (tmp_path / "events.jsonl").read_text().splitlines()
     assert [json.loads(x)["event_id"] for x in lines] == [start["event_id"]] * 2
     schema = json.loads((Path(edge_hf.__file__).parent / "event.schema.json").read_text())
-    for event in sink.events:
+    for event in events:
         jsonschema.validate(event, schema, format_checker=jsonschema.FormatChecker())
 
 
@@ -285,10 +287,10 @@ def test_replay_of_the_slow_lie_down_gives_no_event(
     demo_clips: dict[str, Path], tmp_path: Path
 ) -> None:
     cfg = _config(SHIPPED_MODEL, tmp_path, {"lie": demo_clips["lie_down_demo"]})
-    sink = JsonLinesSink(stream=open(tmp_path / "events.jsonl", "w"))  # noqa: SIM115
-    pipeline = Pipeline(cfg, sink)
+    sink = RecordingSink()
+    pipeline = build_pipeline(cfg, sink, score_history=None)
     pipeline.replay()
-    assert sink.events == []
+    assert list(sink.events) == []
     assert max(pipeline.cameras[0].scores) < DEMO_THRESHOLD
 
 

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edge_hf.hyperframe import (
+from edge_hf.core.hyperframe import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     HyperframeBuilder,

@@ -8,7 +8,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from edge_hf.synth import write_demo_clips
+from edge_hf.training.synth import write_demo_clips
 from tests.broker import Broker, free_port
 
 
@@ -48,7 +48,8 @@ def test_metrics_during_a_run(tiny_onnx: Path, tmp_path: Path) -> None:
                 pass
             time.sleep(0.5)
         assert m.get('edge_hf_windows_total{camera="hall"}', 0) >= 20, m
-        assert m['edge_hf_capture_fps{camera="hall"}'] >= 0
+        # The demo clip plays at 15 fps in real time; the rate is measured between two scrapes.
+        assert 5 <= m['edge_hf_capture_fps{camera="hall"}'] <= 30, m
         assert m['edge_hf_camera_online{camera="hall"}'] == 1.0
         assert m['edge_hf_camera_online{camera="gone"}'] == 0.0
         assert m['edge_hf_camera_stalls_total{camera="gone"}'] >= 1
@@ -57,8 +58,15 @@ def test_metrics_during_a_run(tiny_onnx: Path, tmp_path: Path) -> None:
         assert 'edge_hf_windows_skipped_total{camera="hall"}' in m
         assert 0 <= m['edge_hf_last_score{camera="hall"}'] <= 1
         assert 'edge_hf_events_total{camera="hall",type="start"}' in m
-        assert m["edge_hf_inference_latency_seconds_count"] >= 10
-        assert m["edge_hf_mqtt_connected"] == 1.0 and m["edge_hf_outbox_depth"] >= 0
+        # One producing camera: one window per batch, so batches and windows agree (same scrape).
+        batches, windows = (
+            m["edge_hf_inference_latency_seconds_count"],
+            m['edge_hf_windows_total{camera="hall"}'],
+        )
+        assert abs(batches - windows) <= 1, (batches, windows)
+        assert m['edge_hf_windows_total{camera="gone"}'] == 0
+        assert m["edge_hf_mqtt_connected"] == 1.0
+        assert m["edge_hf_outbox_depth"] <= 2 and m["edge_hf_outbox_dropped_total"] == 0
     finally:
         proc.terminate()
         proc.communicate(timeout=20)

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from edge_hf.errors import UserError
-from edge_hf.models import (
+from edge_hf.core.errors import UserError
+from edge_hf.training.models import (
     BACKBONES,
     HyperVolume,
     add_motion_filters,
@@ -158,7 +158,7 @@ def _lite0_reference(size: int) -> nn.Module:
     """
     from efficientnet_lite_pytorch import EfficientNet
 
-    from edge_hf.models import lite0_weights_file
+    from edge_hf.training.models import lite0_weights_file
 
     ref = EfficientNet.from_name("efficientnet-lite0", image_size=size)
     ref.load_state_dict(torch.load(lite0_weights_file(), map_location="cpu", weights_only=True))
@@ -168,7 +168,7 @@ def _lite0_reference(size: int) -> nn.Module:
 def test_every_lite0_weight_is_mapped_to_timm() -> None:
     import timm
 
-    from edge_hf.models import lite0_weights_file, map_lite0_keys
+    from edge_hf.training.models import lite0_weights_file, map_lite0_keys
 
     state = torch.load(lite0_weights_file(), map_location="cpu", weights_only=True)
     model = timm.create_model("tf_efficientnet_lite0", pretrained=False)
@@ -184,7 +184,7 @@ def test_every_lite0_weight_is_mapped_to_timm() -> None:
 
 @pytest.mark.parametrize("size", [224, 112])
 def test_lite0_imagenet_logits_match_the_reference_implementation(size: int) -> None:
-    from edge_hf.models import _load_pretrained
+    from edge_hf.training.models import _load_pretrained
 
     ours = _load_pretrained("efficientnet_lite0", "imagenet", None).eval()
     ref = _lite0_reference(size)

@@ -20,9 +20,9 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 import edge_hf
-from edge_hf.config import MqttConfig
-from edge_hf.mqtt import MqttSink
-from edge_hf.synth import write_demo_clips
+from edge_hf.daemon.config import MqttConfig
+from edge_hf.daemon.mqtt import MqttSink
+from edge_hf.training.synth import write_demo_clips
 from tests.broker import Broker, make_tls
 from tests.conftest import SHIPPED_MODEL
 

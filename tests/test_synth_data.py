@@ -13,7 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from edge_hf.data import (
+from edge_hf.core.errors import UserError
+from edge_hf.core.hyperframe import IMAGENET_MEAN, IMAGENET_STD
+from edge_hf.core.video import decode_video, to_model_rgb
+from edge_hf.training.data import (
     Clip,
     HyperframeDataset,
     WindowSpec,
@@ -21,11 +24,8 @@ from edge_hf.data import (
     load_clips,
     read_manifest,
 )
-from edge_hf.errors import UserError
-from edge_hf.hyperframe import IMAGENET_MEAN, IMAGENET_STD
-from edge_hf.synth import CLASSES, MANIFEST_FIELDS, _make_action, generate, render_clip
-from edge_hf.train import TrainConfig
-from edge_hf.video import decode_video, to_model_rgb
+from edge_hf.training.synth import CLASSES, MANIFEST_FIELDS, _make_action, generate, render_clip
+from edge_hf.training.train import TrainConfig
 from tests.conftest import SHARED_DATA, counter_video, frame_number
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from edge_hf.sdnotify import Notifier
-from edge_hf.synth import write_demo_clips
+from edge_hf.daemon.sdnotify import Notifier
+from edge_hf.training.synth import write_demo_clips
 
 ROOT = Path(__file__).resolve().parents[1]
 

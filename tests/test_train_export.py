@@ -15,14 +15,14 @@ import pytest
 import torch
 
 from edge_hf.cli import main
-from edge_hf.contract import ModelContract
-from edge_hf.data import Clip
-from edge_hf.errors import UserError
-from edge_hf.evaluate import diagnose, evaluate
-from edge_hf.export import ExportError, check_parity, export_onnx
-from edge_hf.models import build_model
-from edge_hf.synth import CLASSES
-from edge_hf.train import TrainConfig, load_checkpoint, save_checkpoint, split_clips, train
+from edge_hf.core.contract import ModelContract
+from edge_hf.core.errors import UserError
+from edge_hf.training.data import Clip
+from edge_hf.training.evaluate import diagnose, evaluate
+from edge_hf.training.export import ExportError, check_parity, export_onnx
+from edge_hf.training.models import build_model
+from edge_hf.training.synth import CLASSES
+from edge_hf.training.train import TrainConfig, load_checkpoint, save_checkpoint, split_clips, train
 
 
 def _tiny(data: Path, out: Path, **kw: object) -> TrainConfig:
@@ -159,7 +159,7 @@ def test_diagnose_trains_three_variants_on_the_same_budget(
 def test_model_card_reports_metrics_and_latency(
     trained: Path, synth_small: Path, tmp_path: Path
 ) -> None:
-    from edge_hf.card import write_card
+    from edge_hf.training.card import write_card
 
     path = tmp_path / "m.onnx"
     export_onnx(trained, path)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from edge_hf.errors import UserError
+from edge_hf.core.errors import UserError
 
 Provider = Literal["tensorrt", "cuda", "cpu"]
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -239,7 +239,19 @@ def parse_config(text: str, source: str = "<config>") -> Config:
 
 
 def check_against_model(cfg: Config, contract: Any, source: str = "config") -> None:
-    """Refuse settings that contradict the model's metadata, naming both values."""
+    """Refuse settings that contradict the model's metadata, and models the daemon cannot feed."""
+    from edge_hf.core.contract import CHANNEL_ORDER
+
+    if contract.volumes != 1:
+        raise UserError(
+            f"{source}: {cfg.model.path} is a hyper-volume model (volumes={contract.volumes}); "
+            "the daemon feeds one hyperframe per window: export a model trained with --volumes 1"
+        )
+    if contract.channel_order != CHANNEL_ORDER:
+        raise UserError(
+            f"{source}: {cfg.model.path} has channel order {contract.channel_order!r}; the "
+            f"daemon stacks frames as {CHANNEL_ORDER!r}: re-export it with edge-hf export"
+        )
     if cfg.model.window is not None and cfg.model.window != contract.window:
         raise UserError(
             f"{source}: model.window = {cfg.model.window} but {cfg.model.path} was trained with "

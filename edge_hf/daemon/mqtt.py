@@ -31,8 +31,10 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
 from edge_hf import __version__
-from edge_hf.config import MqttConfig
-from edge_hf.outbox import Outbox
+from edge_hf.daemon.config import MqttConfig
+from edge_hf.daemon.events import FallEvent
+from edge_hf.daemon.outbox import Outbox
+from edge_hf.daemon.status import SinkHealth, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -224,22 +226,21 @@ class MqttSink:
 
     # ------------------------------------------------------------------ AlertSink
 
-    def send(self, event: dict[str, Any]) -> None:
+    def send(self, event: FallEvent) -> None:
         """Persist, then publish the event and the camera's fall state."""
-        cam = event["camera"]
-        self._durable(f"{self.base}/{cam}/event", json.dumps(event, sort_keys=True))
-        state = "ON" if event["type"] == "start" else "OFF"
+        cam = event.camera
+        self._durable(f"{self.base}/{cam}/event", event.to_json())
+        state = "ON" if event.type == "start" else "OFF"
         if self._fall.get(cam) != state:
             self._fall[cam] = state
             self._durable(f"{self.base}/{cam}/fall", state, retain=True)
 
-    def stats(self, payload: dict[str, Any]) -> None:
-        payload = {
-            **payload,
-            "outbox_depth": len(self.outbox),
-            "outbox_dropped": self.outbox.dropped,
-        }
-        self._publish(f"{self.base}/stats", json.dumps(payload, sort_keys=True), 0, True, None)
+    def stats(self, snapshot: Snapshot) -> None:
+        payload = json.dumps(snapshot.stats_payload(), sort_keys=True)
+        self._publish(f"{self.base}/stats", payload, 0, True, None)
+
+    def health(self) -> list[SinkHealth]:
+        return [SinkHealth("mqtt", self.connected.is_set(), len(self.outbox), self.outbox.dropped)]
 
     def camera_status(self, camera: str, status: str) -> None:
         self._status[camera] = status
@@ -265,67 +266,3 @@ class MqttSink:
                 left, self.broker, self.outbox.path,
             )  # fmt: skip
         self.outbox.close()
-
-
-def watch_alerts(
-    cfg: MqttConfig, device_id: str = "+", out: Any = None, stop: threading.Event | None = None
-) -> int:
-    """`edge-hf alerts`: print each event once (de-duplicated by event_id) and state changes."""
-    import sys
-
-    out = out or sys.stdout
-    stop = stop or threading.Event()
-    seen: set[str] = set()
-    prefix = f"{cfg.topic_prefix}/{device_id}"
-
-    def on_connect(c: mqtt.Client, _u: Any, _f: Any, reason: ReasonCode, _p: Any) -> None:
-        if reason.is_failure:
-            print(
-                f"MQTT broker {cfg.host}:{cfg.port} refused the connection: {reason}",
-                file=sys.stderr,
-            )
-            return
-        c.subscribe(
-            [(f"{prefix}/+/event", 1), (f"{prefix}/availability", 1), (f"{prefix}/+/status", 1)]
-        )
-
-    def on_message(_c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
-        text = msg.payload.decode(errors="replace")
-        if msg.topic.endswith("/event"):
-            try:
-                event = json.loads(text)
-            except json.JSONDecodeError:
-                print(f"{msg.topic}: not JSON: {text[:80]}", file=out, flush=True)
-                return
-            key = f"{event.get('event_id')}/{event.get('type')}"
-            if key in seen:
-                return  # at-least-once delivery: a repeat of something already shown
-            seen.add(key)
-            kind = "FALL" if event.get("type") == "start" else "fall over"
-            where = f"{event.get('device_id')}/{event.get('camera')}"
-            print(
-                f"{event.get('time')} {kind:9s} {where} score {event.get('score')} "
-                f"peak {event.get('peak_score')} id {event.get('event_id')}",
-                file=out,
-                flush=True,
-            )
-        else:
-            print(f"{msg.topic} {text}", file=out, flush=True)
-
-    def on_subscribe(_c: mqtt.Client, _u: Any, _mid: int, _codes: Any, _p: Any) -> None:
-        print(f"subscribed to {prefix}/...", file=sys.stderr, flush=True)
-
-    client = mqtt.Client(CallbackAPIVersion.VERSION2)
-    apply_auth_tls(client, cfg)
-    client.on_connect = on_connect
-    client.on_subscribe = on_subscribe
-    client.on_message = on_message
-    client.connect_async(cfg.host, cfg.port)
-    client.loop_start()
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        client.disconnect()
-        client.loop_stop()
-    return 0

@@ -1,4 +1,4 @@
-"""The composition root: config -> model -> cameras -> sink -> inference loop; stopped in reverse.
+"""The inference loop over built parts: rings -> hyperframe batches -> classifier -> detectors.
 
 Live (`run`): capture threads fill per-camera rings on their own schedule; the inference loop
 wakes on new samples, takes only the newest window of every camera that has one (older ones are
@@ -6,7 +6,7 @@ counted as skipped: no queue can grow), stacks them into one batch with the shar
 code and classifies the batch with one ONNX Runtime session.
 
 Replay: the same rings, builder, classifier and detectors, driven synchronously over a file by
-media time, so the output is deterministic.
+media time, so the output is deterministic. The parts are built by `edge_hf.daemon.app`.
 """
 
 from __future__ import annotations
@@ -14,25 +14,27 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from edge_hf.capture import CaptureThread, sample_by_media_time
-from edge_hf.classifier import OnnxFallClassifier
-from edge_hf.config import CameraConfig, Config, check_against_model
-from edge_hf.events import FallDetector, ModelInfo
-from edge_hf.hyperframe import HyperframeBuilder, use_one_cpu_thread
-from edge_hf.ring import FrameRing, Window
-from edge_hf.sdnotify import Notifier, watchdog_interval_s
-from edge_hf.sinks import AlertSink
-from edge_hf.sources import SourceError, make_source
-from edge_hf.video import to_model_rgb
+from edge_hf.core.hyperframe import HyperframeBuilder
+from edge_hf.core.video import to_model_rgb
+from edge_hf.daemon.capture import CaptureThread, sample_by_media_time
+from edge_hf.daemon.classifier import OnnxFallClassifier
+from edge_hf.daemon.config import CameraConfig, Config
+from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.ring import FrameRing, Window
+from edge_hf.daemon.sdnotify import Notifier, watchdog_interval_s
+from edge_hf.daemon.sinks import AlertSink
+from edge_hf.daemon.sources import SourceError, make_source
+from edge_hf.daemon.status import CameraSnapshot, Snapshot
 
 log = logging.getLogger(__name__)
+
+
+RECENT = 1000  # inference and latency samples kept for percentiles
 
 
 @dataclass
@@ -43,84 +45,75 @@ class CameraRuntime:
     interval_s: float
     ring: FrameRing
     detector: FallDetector
+    # The newest window scores (a bounded deque live; replay keeps the whole file for its plot).
+    scores: deque[float]
     thread: CaptureThread | None = None
     last_seq: int = 0
     windows: int = 0
     skipped: int = 0
     status: str = "starting"
-    scores: list[float] = field(default_factory=list)
+
+    def snapshot(self) -> CameraSnapshot:
+        st = self.thread.stats if self.thread is not None else None
+        return CameraSnapshot(
+            name=self.cfg.name,
+            state=st.state if st else "starting",
+            frames_read=st.frames_read if st else 0,
+            stalls=st.stalls if st else 0,
+            reconnects=st.reconnects if st else 0,
+            windows=self.windows,
+            skipped=self.skipped,
+            dropped=self.ring.dropped,
+            last_score=self.detector.last_score,
+            events_started=self.detector.counts.start,
+            events_ended=self.detector.counts.end,
+        )
 
 
 @dataclass
 class PipelineStats:
-    """Pipeline-wide counters (read by status, metrics and the benchmarks)."""
+    """Pipeline-wide counters (read through `Pipeline.snapshot`)."""
 
     batches: int = 0
     windows: int = 0
-    inference_ms: list[float] = field(default_factory=list)  # recent, bounded
-    latency_ms: list[float] = field(default_factory=list)  # newest sample -> decision, recent
+    inference_ms: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))
+    latency_ms: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))
     last_progress: float = float("-inf")  # monotonic time of the last completed batch
 
     def record(self, inference_ms: float, latencies: Iterable[float]) -> None:
         self.inference_ms.append(inference_ms)
         self.latency_ms.extend(latencies)
-        del self.inference_ms[:-1000], self.latency_ms[:-1000]
         self.last_progress = time.monotonic()
 
 
 class Pipeline:
-    """Builds every component from one Config and runs them."""
+    """Runs the parts that `app.build_pipeline` made: live (`start`, `run`) or over files."""
 
     def __init__(
         self,
         cfg: Config,
+        classifier: OnnxFallClassifier,
+        builder: HyperframeBuilder,
+        cameras: list[CameraRuntime],
         sink: AlertSink,
-        source_override: str | None = None,
-        config_name: str = "config",
+        wake: threading.Event,
         notifier: Notifier | None = None,
+        on_batch: Callable[[float], None] | None = None,
         stuck_after_s: float = 15.0,
     ) -> None:
         self.cfg = cfg
+        self.classifier = classifier
+        self.builder = builder
+        self.cameras = cameras
         self.sink = sink
         self.notifier = notifier or Notifier("")
+        self.on_batch = on_batch  # e.g. the Prometheus inference histogram, in seconds
         self.stuck_after_s = stuck_after_s
         self.stop = threading.Event()
-        self._new_sample = threading.Event()
+        self._new_sample = wake  # every camera's ring sets it on a write
         self.stats = PipelineStats()
-        self.metrics: Any = None  # edge_hf.metrics_export.Metrics when the endpoint is on
-        self.classifier = OnnxFallClassifier(
-            cfg.model.path,
-            cfg.model.providers,
-            cfg.state_dir,
-            cfg.model.fp16,
-            cfg.max_batch,
-            # A TensorRT engine build can take minutes: ask systemd to wait rather than kill us.
-            on_slow_start=lambda: self.notifier.extend_timeout(900),
-        )
-        contract = self.classifier.contract
-        check_against_model(cfg, contract, config_name)
-        self.window = contract.window
-        self.size = contract.input_size
-        self.builder = HyperframeBuilder(contract.mean, contract.std, self.classifier.device)
-        use_one_cpu_thread()
-        info = ModelInfo(cfg.model.path.name, contract.window, contract.interval_ms)
-        cameras = cfg.enabled_cameras()
-        if source_override is not None:
-            cameras = [cameras[0].model_copy(update={"source": source_override})]
-        self.cameras = [self._camera(c, info, contract.interval_ms) for c in cameras]
-
-    def _camera(self, c: CameraConfig, info: ModelInfo, model_interval_ms: float) -> CameraRuntime:
-        interval_s = (c.interval_ms or model_interval_ms) / 1000.0
-        ring = FrameRing(max(4 * self.window, 16), (*self.size, 3), notify=self._new_sample)
-        detector = FallDetector(
-            c.name,
-            self.cfg.device_id,
-            self.cfg.detection,
-            self.cfg.model.threshold,
-            info,
-            snapshot_dir=self.cfg.state_dir / "snapshots",
-        )
-        return CameraRuntime(c, interval_s, ring, detector)
+        self.window = classifier.contract.window
+        self.size = classifier.contract.input_size
 
     # ------------------------------------------------------------------ the shared step
 
@@ -138,8 +131,8 @@ class Pipeline:
             scores = self.classifier.fall_scores(batch)
             ms = (time.perf_counter() - t0) * 1000
             now = time.monotonic()
-            if self.metrics is not None:
-                self.metrics.inference.observe(ms / 1000)
+            if self.on_batch is not None:
+                self.on_batch(ms / 1000)
             self.stats.batches += 1
             self.stats.windows += len(chunk)
             # Latency (newest sample -> decision) only means something on the live clock.
@@ -203,15 +196,19 @@ class Pipeline:
             c.thread is not None and c.thread.stats.state == "starting" for c in self.cameras
         ):
             time.sleep(0.05)
-        self.notifier.ready(self.status_line())
+        self.notifier.ready(self.snapshot().status_line())
 
-    def status_line(self) -> str:
-        """Per-camera state for systemd's STATUS= (shown by `systemctl status`)."""
-        parts = []
-        for cam in self.cameras:
-            state = cam.thread.stats.state if cam.thread is not None else "starting"
-            parts.append(f"{cam.cfg.name}: {state}")
-        return "; ".join(parts)
+    def snapshot(self) -> Snapshot:
+        """Every counter at this instant, typed: what stats, summary, metrics and bench read."""
+        return Snapshot(
+            cameras=tuple(c.snapshot() for c in self.cameras),
+            batches=self.stats.batches,
+            windows=self.stats.windows,
+            inference_ms=tuple(self.stats.inference_ms),
+            latency_ms=tuple(self.stats.latency_ms),
+            providers=tuple(self.classifier.providers),
+            sinks=tuple(self.sink.health()),
+        )
 
     def making_progress(self, now: float | None = None) -> bool:
         """Frames advanced and inference completed within `stuck_after_s`: what WATCHDOG=1 means."""
@@ -245,10 +242,10 @@ class Pipeline:
                 now = time.monotonic()
                 if now >= next_stats:
                     next_stats = now + self.cfg.stats_interval_s
-                    self.sink.stats(self.stats_payload())
+                    self.sink.stats(self.snapshot())
                 if now >= next_beat:
                     next_beat = now + beat_s
-                    self.notifier.status(self.status_line())
+                    self.notifier.status(self.snapshot().status_line())
                     if self.making_progress(now):
                         self.notifier.watchdog()
                 if all(c.thread is not None and not c.thread.is_alive() for c in self.cameras):
@@ -277,47 +274,8 @@ class Pipeline:
             if cam.status != "offline":
                 cam.status = "offline"
                 self.sink.camera_status(cam.cfg.name, "offline")
-        log.info("%s", self.summary())
+        log.info("%s", self.snapshot().summary())
         self.sink.close()
-
-    def stats_payload(self) -> dict[str, Any]:
-        """Health numbers for the retained MQTT stats topic."""
-        cams = {}
-        for c in self.cameras:
-            st = c.thread.stats if c.thread is not None else None
-            cams[c.cfg.name] = {
-                "state": st.state if st else "starting",
-                "frames_read": st.frames_read if st else 0,
-                "stalls": st.stalls if st else 0,
-                "reconnects": st.reconnects if st else 0,
-                "windows": c.windows,
-                "skipped": c.skipped,
-                "dropped": c.ring.dropped,
-                "last_score": round(c.detector.last_score, 4),
-            }
-        inf = self.stats.inference_ms
-        return {
-            "cameras": cams,
-            "inference_ms_p50": round(float(np.median(inf)), 2) if inf else None,
-            "providers": self.classifier.providers,
-        }
-
-    def summary(self) -> str:
-        """One line: windows, skips, drops, inference and capture-to-decision latency."""
-
-        def pct(values: list[float], q: float) -> float:
-            return float(np.percentile(values, q)) if values else float("nan")
-
-        cams = ", ".join(
-            f"{c.cfg.name}: {c.windows} windows, {c.skipped} skipped, {c.ring.dropped} dropped"
-            for c in self.cameras
-        )
-        inf, lat = self.stats.inference_ms, self.stats.latency_ms
-        return (
-            f"{cams}; batch inference p50 {pct(inf, 50):.1f} ms p90 {pct(inf, 90):.1f} ms over "
-            f"{self.stats.batches} batches; newest frame -> decision p50 {pct(lat, 50):.1f} ms "
-            f"p90 {pct(lat, 90):.1f} ms"
-        )
 
     # ------------------------------------------------------------------ replay
 
@@ -345,24 +303,3 @@ class Pipeline:
                     self.sink.send(event)
         finally:
             self.sink.close()
-
-
-def score_timeline_png(path: Path, cameras: list[CameraRuntime], threshold: float) -> None:
-    """Plot each camera's window scores against the threshold."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 3))
-    for cam in cameras:
-        t = np.arange(len(cam.scores)) * cam.interval_s
-        ax.plot(t, cam.scores, label=cam.cfg.name)
-    ax.axhline(threshold, color="red", linestyle="--", label="threshold")
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("fall probability")
-    ax.set_ylim(0, 1.02)
-    ax.legend(loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import platform
 import statistics
 import time
@@ -12,20 +10,16 @@ from typing import Any
 
 import numpy as np
 
-from edge_hf.contract import INPUT_NAME, ModelContract
+from edge_hf.core.contract import INPUT_NAME
+from edge_hf.core.runtime import contract_of, open_session, read_contract
 
 
 def cpu_latency_ms(
     model: Path, batch: int = 1, runs: int = 50, threads: int = 0
 ) -> dict[str, float]:
     """Median and p90 of ONNX Runtime CPU inference time for one batch, after warm-up."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    if threads:
-        opts.intra_op_num_threads = threads
-    session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
-    contract = ModelContract.from_metadata(session.get_modelmeta().custom_metadata_map, str(model))
+    session = open_session(model, threads=threads)
+    contract = contract_of(session, model)
     h, w = contract.input_size
     x = np.random.default_rng(0).standard_normal(
         (batch, 3 * contract.window * contract.volumes, h, w), dtype=np.float32
@@ -56,10 +50,7 @@ def write_card(
     diagnose_title: str = "Diagnose (same data and budget)",
 ) -> str:
     """Write the Markdown model card for `model`; returns its text."""
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    c = ModelContract.from_metadata(session.get_modelmeta().custom_metadata_map, str(model))
+    c = read_contract(model)
     lat = cpu_latency_ms(model)
     size_mb = model.stat().st_size / 1e6
     lines = [
@@ -94,7 +85,7 @@ def write_card(
         "## CPU latency",
         "",
         f"ONNX Runtime CPU, batch 1: median {lat['p50_ms']:.1f} ms, p90 {lat['p90_ms']:.1f} ms "
-        f"({platform.machine()}, {_cpu_count()} cores, measured by `python -m edge_hf.card`).",
+        f"({platform.machine()}, {_cpu_count()} cores, measured by `edge-hf card`).",
         "",
     ]
     text = "\n".join(lines)
@@ -126,33 +117,3 @@ def _cpu_count() -> int:
     import os
 
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def main() -> None:
-    """`python -m edge_hf.card`: write a model card from an eval JSON and a diagnose table."""
-    p = argparse.ArgumentParser(description=main.__doc__)
-    p.add_argument("--model", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--train-command", required=True)
-    p.add_argument("--data-note", required=True)
-    p.add_argument("--test-json", help="an `edge-hf eval --json` report on held-out clips")
-    p.add_argument("--test-note", required=True)
-    p.add_argument("--diagnose-md", help="a Markdown table to include")
-    p.add_argument("--diagnose-title", default="Diagnose (same data and budget)")
-    a = p.parse_args()
-    report = json.loads(Path(a.test_json).read_text()) if a.test_json else None
-    diag = Path(a.diagnose_md).read_text() if a.diagnose_md else None
-    write_card(
-        Path(a.model),
-        Path(a.out),
-        a.train_command,
-        a.data_note,
-        report,
-        a.test_note,
-        diag,
-        a.diagnose_title,
-    )
-
-
-if __name__ == "__main__":
-    main()

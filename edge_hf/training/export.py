@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from edge_hf.contract import INPUT_NAME, OUTPUT_NAME, ModelContract
-from edge_hf.train import TrainConfig, load_checkpoint
+from edge_hf.core.contract import INPUT_NAME, OUTPUT_NAME, ModelContract
+from edge_hf.training.train import TrainConfig, load_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -87,9 +87,9 @@ def write_onnx(model: nn.Module, contract: ModelContract, out: Path) -> None:
 
 def check_parity(model: nn.Module, onnx_path: Path, x: torch.Tensor, atol: float) -> float:
     """Largest |ORT - PyTorch| logit difference on `x`; ExportError when above `atol`."""
-    import onnxruntime as ort
+    from edge_hf.core.runtime import open_session
 
-    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    session = open_session(onnx_path)
     with torch.no_grad():
         expected = model.eval()(x).numpy()
     got = session.run([OUTPUT_NAME], {INPUT_NAME: x.numpy().astype(np.float32)})[0]

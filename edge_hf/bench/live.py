@@ -27,9 +27,12 @@ from typing import Any
 import numpy as np
 import yaml
 
-from edge_hf.config import CameraConfig, Config, ModelConfig
-from edge_hf.errors import UserError
-from edge_hf.pipeline import Pipeline
+from edge_hf.core.errors import UserError
+from edge_hf.daemon.app import build_pipeline
+from edge_hf.daemon.config import CameraConfig, Config, ModelConfig
+from edge_hf.daemon.events import FallEvent
+from edge_hf.daemon.pipeline import Pipeline
+from edge_hf.daemon.status import SinkHealth, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +48,17 @@ class _CountingSink:
     def start(self) -> None:
         pass
 
-    def send(self, event: dict[str, Any]) -> None:
+    def send(self, event: FallEvent) -> None:
         self.events += 1
 
     def camera_status(self, camera: str, status: str) -> None:
         pass
 
-    def stats(self, payload: dict[str, Any]) -> None:
+    def stats(self, snapshot: Snapshot) -> None:
         pass
+
+    def health(self) -> list[SinkHealth]:
+        return []
 
     def close(self) -> None:
         pass
@@ -69,11 +75,11 @@ def _config(model: Path, video: Path, names: list[str], state_dir: Path) -> Conf
 
 
 def _counters(pipelines: list[Pipeline]) -> tuple[int, int, int]:
-    cams = [c for p in pipelines for c in p.cameras]
+    totals = [p.snapshot().totals() for p in pipelines]
     return (
-        sum(c.windows for c in cams),
-        sum(c.skipped for c in cams),
-        sum(c.ring.dropped for c in cams),
+        sum(t[0] for t in totals),
+        sum(t[1] for t in totals),
+        sum(t[2] for t in totals),
     )
 
 
@@ -83,10 +89,10 @@ def run_cameras(
     """Run `n` real-time file cameras for `seconds`; `mode` is "batched" or "per_camera"."""
     names = [f"cam{i:02d}" for i in range(n)]
     if mode == "batched":
-        pipelines = [Pipeline(_config(model, video, names, state_dir), _CountingSink())]
+        pipelines = [build_pipeline(_config(model, video, names, state_dir), _CountingSink())]
     elif mode == "per_camera":
         pipelines = [
-            Pipeline(_config(model, video, [c], state_dir), _CountingSink()) for c in names
+            build_pipeline(_config(model, video, [c], state_dir), _CountingSink()) for c in names
         ]
     else:
         raise ValueError(f"mode {mode!r}: choose batched or per_camera")
@@ -101,7 +107,7 @@ def run_cameras(
     time.sleep(seconds)
     w1, s1, d1 = _counters(pipelines)
     elapsed = time.monotonic() - t0
-    latency = [ms for p in pipelines for ms in p.stats.latency_ms[-200 * n :]]
+    latency = [ms for p in pipelines for ms in list(p.snapshot().latency_ms)[-200 * n :]]
     for p in pipelines:
         p.stop.set()
     for t in threads:
@@ -193,7 +199,7 @@ def soak(
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
-    from edge_hf.localbroker import Broker
+    from edge_hf.bench.broker import Broker
 
     broker = Broker(workdir / "broker").start()
     cfg = {

@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from edge_hf.contract import INPUT_NAME, OUTPUT_NAME, ModelContract, read_contract
+from edge_hf.core.contract import INPUT_NAME, OUTPUT_NAME, ModelContract, read_metadata
+from edge_hf.core.errors import UserError
+from edge_hf.core.runtime import contract_of, open_session
 
 log = logging.getLogger(__name__)
 
@@ -80,23 +82,28 @@ class OnnxFallClassifier:
     ) -> None:
         import onnxruntime as ort
 
-        opts = ort.SessionOptions()
-        if threads:
-            opts.intra_op_num_threads = threads
-        self.contract = read_contract(path)
+        # The metadata alone (no graph load) sizes TensorRT's profiles; the file is then loaded
+        # once, by the session, and the contract re-read from it and checked against the graph.
+        if not path.is_file():
+            raise UserError(f"model.path: {path} does not exist (see models/ for shipped models)")
+        try:
+            first = ModelContract.from_metadata(read_metadata(path), str(path))
+        except ValueError as exc:
+            raise UserError(f"model.path: {exc}") from None
         self.path = path
-        self.fall_index = list(self.contract.classes).index(self.contract.fall_class)
         requested = _provider_list(
             providers,
             ort.get_available_providers(),
             (state_dir or Path(".")) / "trt-cache",
             fp16,
-            self.contract,
+            first,
             max_batch,
         )
         if on_slow_start is not None and requested[0][0] == ORT_NAMES["tensorrt"]:
             on_slow_start()  # a TensorRT engine build can take minutes: tell systemd to wait
-        self.session = ort.InferenceSession(str(path), opts, providers=requested)
+        self.session = open_session(path, requested, threads)
+        self.contract = contract_of(self.session, path)
+        self.fall_index = list(self.contract.classes).index(self.contract.fall_class)
         self.providers = list(self.session.get_providers())
         if self.providers[0] != requested[0][0]:
             log.warning(

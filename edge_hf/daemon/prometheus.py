@@ -1,34 +1,33 @@
 """Prometheus metrics for the daemon, read from the pipeline's own counters at scrape time.
 
-Nothing on the hot path but one histogram observation per batch: the collector asks the capture
-threads, rings, detectors and the MQTT sink for their numbers when Prometheus scrapes.
+Nothing on the hot path but one histogram observation per batch: at scrape time the collector
+reads one `Snapshot` (the same typed numbers as the MQTT stats topic and the shutdown summary).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from edge_hf.pipeline import Pipeline
+from edge_hf.daemon.status import Snapshot
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 
 
-class PipelineCollector(Collector):
-    """Per-camera and pipeline-wide metrics from a running Pipeline."""
+class SnapshotCollector(Collector):
+    """Per-camera and pipeline-wide metrics from the daemon's status snapshot."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
-        self.p = pipeline
+    def __init__(self, snapshot: Callable[[], Snapshot]) -> None:
+        self.snapshot = snapshot
         self._last: dict[str, tuple[float, int]] = {}
 
     def collect(self) -> Iterator[Any]:
-        p = self.p
+        snap = self.snapshot()
         fps = GaugeMetricFamily("edge_hf_capture_fps", "Frames read per second", labels=["camera"])
         up = GaugeMetricFamily(
             "edge_hf_camera_online", "1 if the camera delivers frames", labels=["camera"]
@@ -55,47 +54,44 @@ class PipelineCollector(Collector):
         )
         events = CounterMetricFamily("edge_hf_events", "Fall events", labels=["camera", "type"])
         now = time.monotonic()
-        for cam in p.cameras:
-            name = cam.cfg.name
-            st = cam.thread.stats if cam.thread is not None else None
-            if st is not None:
-                t_prev, n_prev = self._last.get(name, (now, st.frames_read))
-                rate = (st.frames_read - n_prev) / (now - t_prev) if now > t_prev else 0.0
-                self._last[name] = (now, st.frames_read)
-                fps.add_metric([name], rate)
-                up.add_metric([name], 1.0 if st.state == "online" else 0.0)
-                stalls.add_metric([name], st.stalls)
-                reconnects.add_metric([name], st.reconnects)
-            dropped.add_metric([name], cam.ring.dropped)
+        for cam in snap.cameras:
+            name = cam.name
+            t_prev, n_prev = self._last.get(name, (now, cam.frames_read))
+            rate = (cam.frames_read - n_prev) / (now - t_prev) if now > t_prev else 0.0
+            self._last[name] = (now, cam.frames_read)
+            fps.add_metric([name], rate)
+            up.add_metric([name], 1.0 if cam.state == "online" else 0.0)
+            stalls.add_metric([name], cam.stalls)
+            reconnects.add_metric([name], cam.reconnects)
+            dropped.add_metric([name], cam.dropped)
             skipped.add_metric([name], cam.skipped)
             windows.add_metric([name], cam.windows)
-            score.add_metric([name], cam.detector.last_score)
-            for kind in ("start", "end"):
-                events.add_metric([name, kind], cam.detector.counts.get(kind, 0))
+            score.add_metric([name], cam.last_score)
+            events.add_metric([name, "start"], cam.events_started)
+            events.add_metric([name, "end"], cam.events_ended)
         yield from (fps, up, stalls, reconnects, dropped, skipped, windows, score, events)
-        sink: Any = next(
-            (s for s in getattr(p.sink, "sinks", (p.sink,)) if hasattr(s, "outbox")), None
-        )
-        if sink is not None:
+        for sink in snap.sinks:
+            if sink.name != "mqtt":
+                continue
             yield GaugeMetricFamily(
-                "edge_hf_outbox_depth", "Alerts waiting for a broker ack", value=len(sink.outbox)
+                "edge_hf_outbox_depth", "Alerts waiting for a broker ack", value=sink.queued
             )
             yield CounterMetricFamily(
                 "edge_hf_outbox_dropped",
                 "Alerts dropped because the outbox was full",
-                value=sink.outbox.dropped,
+                value=sink.dropped,
             )
             yield GaugeMetricFamily(
                 "edge_hf_mqtt_connected",
                 "1 while connected to the broker",
-                value=float(sink.connected.is_set()),
+                value=float(sink.connected),
             )
 
 
 class Metrics:
     """The registry, the inference-latency histogram and the HTTP endpoint."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
+    def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.inference = Histogram(
             "edge_hf_inference_latency_seconds",
@@ -103,8 +99,11 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(PipelineCollector(pipeline))
         self._server: Any = None
+
+    def watch(self, snapshot: Callable[[], Snapshot]) -> None:
+        """Read the daemon's numbers from `snapshot` at every scrape."""
+        self.registry.register(SnapshotCollector(snapshot))
 
     def serve(self, host: str, port: int) -> None:
         """Expose /metrics on host:port (loopback by default: metrics can reveal room activity)."""

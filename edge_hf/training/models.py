@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from edge_hf.errors import UserError
+from edge_hf.core.errors import UserError
 
 log = logging.getLogger(__name__)
 

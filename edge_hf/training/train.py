@@ -24,10 +24,17 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from edge_hf.data import Clip, HyperframeDataset, LoadedClip, WindowSpec, decode_clips, load_clips
-from edge_hf.errors import UserError
-from edge_hf.metrics import classification_report, predict_clips
-from edge_hf.models import build_model, freeze_batchnorm
+from edge_hf.core.errors import UserError
+from edge_hf.training.data import (
+    Clip,
+    HyperframeDataset,
+    LoadedClip,
+    WindowSpec,
+    decode_clips,
+    load_clips,
+)
+from edge_hf.training.models import build_model, freeze_batchnorm
+from edge_hf.training.scores import classification_report, predict_clips
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +90,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Refuse values that cannot train, naming the option."""
-        from edge_hf.models import BACKBONES
+        from edge_hf.training.models import BACKBONES
 
         if self.window < 1 or self.window % 2 == 0:
             raise UserError(f"--window {self.window}: T must be odd and >= 1")

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from edge_hf.data import HyperframeDataset
+from edge_hf.training.data import HyperframeDataset
 
 
 @dataclass(frozen=True)

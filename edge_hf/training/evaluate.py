@@ -1,10 +1,8 @@
-"""`edge-hf eval` and `edge-hf diagnose`: clip-level scores, and the controls for time."""
+"""`edge-hf eval`: clip-level scores of a checkpoint or an exported model on labelled clips."""
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +10,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from edge_hf.contract import INPUT_NAME, OUTPUT_NAME
-from edge_hf.data import HyperframeDataset, WindowSpec, decode_clips, load_clips
-from edge_hf.errors import UserError
-from edge_hf.hyperframe import stack_frames
-from edge_hf.metrics import classification_report, pair_scores, predict_clips
-from edge_hf.train import TrainConfig, load_checkpoint, plot_confusion, train
+from edge_hf.core.contract import INPUT_NAME, OUTPUT_NAME
+from edge_hf.core.errors import UserError
+from edge_hf.training.data import HyperframeDataset, WindowSpec, decode_clips, load_clips
+from edge_hf.training.scores import classification_report, pair_scores, predict_clips
+from edge_hf.training.train import load_checkpoint, plot_confusion
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +26,10 @@ class OnnxClassifier(nn.Module):
 
     def __init__(self, path: Path) -> None:
         super().__init__()
-        import onnxruntime as ort
+        from edge_hf.core.runtime import contract_of, open_session
 
-        from edge_hf.contract import read_contract
-
-        self.contract = read_contract(path)
-        self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        self.session = open_session(path)
+        self.contract = contract_of(self.session, path)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.session.run([OUTPUT_NAME], {INPUT_NAME: x.numpy()})[0]
@@ -91,62 +86,6 @@ def evaluate(
             confusion_png, report["confusion"], classes, f"{model_path.name} on {data.name}"
         )
     return report
-
-
-def static_blocks_identical(data: Path, spec: WindowSpec) -> bool:
-    """A still clip (one frame repeated T times) must give identical channel blocks."""
-    clip = decode_clips(load_clips(data)[:1], spec.size)[0]
-    frame = clip.video.frames[0]
-    x = stack_frames([frame] * spec.window, spec.mean, spec.std)
-    return all(torch.equal(x[0:3], x[3 * k : 3 * k + 3]) for k in range(spec.window))
-
-
-def diagnose(cfg: TrainConfig, test_data: Path, out: Path) -> dict[str, Any]:
-    """Train the hyperframe model and its two controls on the same data and budget; test all three.
-
-    - hyperframe: T frames in time order;
-    - single frame: T=1, the baseline that cannot see motion;
-    - time-shuffled: T frames whose blocks get a fresh random order in every sample (train and
-      test), keeping motion magnitude but destroying direction.
-    """
-    variants = {
-        f"hyperframe T={cfg.window}": replace(cfg, shuffle_time=False),
-        "single frame T=1": replace(cfg, window=1, shuffle_time=False),
-        f"time-shuffled T={cfg.window}": replace(cfg, shuffle_time=True),
-    }
-    results: dict[str, Any] = {"test_data": str(test_data), "config": vars(cfg), "variants": {}}
-    for name, vcfg in variants.items():
-        slug = name.split(" T=")[0].replace(" ", "_").replace("-", "_")
-        vcfg = replace(vcfg, out=str(out / slug))
-        log.info("diagnose: training %s", name)
-        trained = train(vcfg)
-        report = evaluate(
-            trained.best_checkpoint,
-            test_data,
-            shuffle_time=vcfg.shuffle_time,
-            cache_dir=Path(vcfg.cache_dir) if vcfg.cache_dir else None,
-            confusion_png=out / f"confusion_{slug}.png",
-        )
-        results["variants"][name] = {"checkpoint": str(trained.best_checkpoint), **report}
-    results["static_blocks_identical"] = static_blocks_identical(test_data, cfg.spec())
-    (out / "diagnose.json").write_text(json.dumps(results, indent=1))
-    (out / "diagnose.md").write_text(diagnose_table(results))
-    return results
-
-
-def diagnose_table(results: dict[str, Any]) -> str:
-    """The diagnose results as a Markdown table."""
-    pairs = sorted({p for v in results["variants"].values() for p in v["pairs"]})
-    head = ["variant", "accuracy", "fall F1"] + [f"{p} F1" for p in pairs]
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for name, v in results["variants"].items():
-        cells = [name, f"{v['accuracy']:.3f}", f"{v['fall_f1']:.3f}"]
-        cells += [f"{v['pairs'][p]['macro_f1']:.3f}" for p in pairs]
-        lines.append("| " + " | ".join(cells) + " |")
-    ok = "yes" if results.get("static_blocks_identical") else "NO"
-    lines.append("")
-    lines.append(f"Static clip gives identical channel blocks after normalisation: {ok}.")
-    return "\n".join(lines) + "\n"
 
 
 def report_text(report: dict[str, Any]) -> str:

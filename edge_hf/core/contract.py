@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-
-from edge_hf.errors import UserError
+from typing import BinaryIO
 
 INPUT_NAME, OUTPUT_NAME = "hyperframe", "logits"
 CHANNEL_ORDER = "time-major-rgb"  # channels 3k..3k+2 are frame k's R, G, B, oldest frame first
@@ -72,18 +71,74 @@ class ModelContract:
             raise ValueError(f"{source}: bad edge_hf metadata ({exc})") from None
 
 
-def read_contract(path: Path) -> ModelContract:
-    """The model's contract from its ONNX metadata; a one-line UserError if unusable."""
-    import onnxruntime as ort
+def _varint(f: BinaryIO) -> int | None:
+    """A protobuf varint from `f`; None at the end of the file."""
+    value, shift = 0, 0
+    while True:
+        b = f.read(1)
+        if not b:
+            return None if shift == 0 else _truncated()
+        value |= (b[0] & 0x7F) << shift
+        if b[0] < 0x80:
+            return value
+        shift += 7
+        if shift > 63:
+            raise ValueError("malformed protobuf varint")
 
-    if not path.is_file():
-        raise UserError(f"model.path: {path} does not exist (see models/ for shipped models)")
-    try:
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    except Exception as exc:  # onnxruntime raises its own InvalidProtobuf/Fail types
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"model.path: {path} is not a loadable ONNX model ({msg})") from None
-    try:
-        return ModelContract.from_metadata(session.get_modelmeta().custom_metadata_map, str(path))
-    except ValueError as exc:
-        raise UserError(f"model.path: {exc}") from None
+
+def _truncated() -> int:
+    raise ValueError("the file ends inside a protobuf field (truncated?)")
+
+
+def _entry(blob: bytes) -> tuple[str, str]:
+    """A StringStringEntryProto: field 1 the key, field 2 the value."""
+    import io
+
+    f, out = io.BytesIO(blob), {1: "", 2: ""}
+    while (tag := _varint(f)) is not None:
+        if tag & 7 != 2:
+            raise ValueError("unexpected wire type in a metadata entry")
+        n = _varint(f) or 0
+        out[tag >> 3] = f.read(n).decode("utf-8", "replace")
+    return out[1], out[2]
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """The ONNX file's metadata_props (ModelProto field 14), read without loading the graph.
+
+    Top-level fields are walked and every other one (the graph with its weights, field 7) is
+    skipped by seeking past it, so this costs a few reads however large the model is. The daemon
+    needs the contract (input shape) before it creates its one ONNX Runtime session: TensorRT's
+    optimisation profiles are options of that session.
+    """
+    meta: dict[str, str] = {}
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        while (tag := _varint(f)) is not None:
+            if f.tell() > size:
+                _truncated()
+            field, wire = tag >> 3, tag & 7
+            if wire == 0:
+                _varint(f)
+            elif wire == 1:
+                f.seek(8, 1)
+            elif wire == 5:
+                f.seek(4, 1)
+            elif wire == 2:
+                n = _varint(f)
+                if n is None:
+                    _truncated()
+                    break
+                if field == 14:
+                    blob = f.read(n)
+                    if len(blob) != n:
+                        _truncated()
+                    key, value = _entry(blob)
+                    meta[key] = value
+                else:
+                    f.seek(n, 1)
+                    if f.tell() > size:
+                        _truncated()
+            else:
+                raise ValueError(f"not an ONNX file (protobuf wire type {wire})")
+    return meta

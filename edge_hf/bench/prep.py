@@ -2,7 +2,7 @@
 
 Every figure is the median of repeated timings with the interquartile range as its spread, and
 every ratio compares numbers measured side by side in the same run (the machine may be shared).
-The live part (cameras per machine, capture -> MQTT latency, RSS) is in `edge_hf.bench_live`.
+The live part (cameras per machine, capture -> MQTT latency, RSS) is in `edge_hf.bench.live`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,16 @@ import cv2
 import numpy as np
 import torch
 
-from edge_hf.contract import INPUT_NAME, ModelContract
-from edge_hf.hyperframe import IMAGENET_MEAN, IMAGENET_STD, HyperframeBuilder, use_one_cpu_thread
-from edge_hf.ring import FrameRing
-from edge_hf.video import to_model_rgb
+from edge_hf.core.contract import INPUT_NAME, ModelContract
+from edge_hf.core.hyperframe import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    HyperframeBuilder,
+    use_one_cpu_thread,
+)
+from edge_hf.core.runtime import open_session
+from edge_hf.core.video import to_model_rgb
+from edge_hf.daemon.ring import FrameRing
 
 CAMERA_FRAME = (480, 640)  # (H, W) of the BGR frames a camera delivers in these benchmarks
 
@@ -238,11 +244,7 @@ def count_flops(model: torch.nn.Module, x: torch.Tensor) -> int:
 
 
 def _ort_session(path: Path, threads: int) -> Any:
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    return open_session(path, threads=threads)
 
 
 def inference_rows(
@@ -256,8 +258,8 @@ def inference_rows(
     The networks are built fresh (random weights: speed does not depend on them) and exported
     with the same code as `edge-hf export`. Per-window milliseconds; threads = this machine's cores.
     """
-    from edge_hf.export import write_onnx
-    from edge_hf.models import build_model
+    from edge_hf.training.export import write_onnx
+    from edge_hf.training.models import build_model
 
     cores = os.cpu_count() or 1
     rates = {n: matmul_gflops(n) for n in sorted({1, cores})}

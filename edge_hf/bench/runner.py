@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from edge_hf.bench import copy_bandwidth_gbs, inference_rows, prep_rows
-from edge_hf.bench_live import capacity, soak
-from edge_hf.contract import read_contract
-from edge_hf.errors import UserError
+from edge_hf.bench.live import capacity, soak
+from edge_hf.bench.prep import copy_bandwidth_gbs, inference_rows, prep_rows
+from edge_hf.core.errors import UserError
+from edge_hf.core.runtime import read_contract
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def run_bench(
             res["inference"], res["matmul"] = rows, rates
         clip = video
         if clip is None and ("capacity" in sections or "latency" in sections):
-            from edge_hf.synth import write_demo_clips
+            from edge_hf.training.synth import write_demo_clips
 
             clip = write_demo_clips(work / "clips")[0]
         if "capacity" in sections:
@@ -111,7 +111,7 @@ def run_bench(
                 for mode in ("batched", "per_camera")
             ]
         if "latency" in sections:
-            from edge_hf.synth import write_demo_clips
+            from edge_hf.training.synth import write_demo_clips
 
             fall_clip = write_demo_clips(work / "clips")[0]
             _say(f"latency and RSS: the daemon for {soak_s:.0f} s, {soak_cameras} looping cameras")
@@ -137,7 +137,7 @@ def retimed(src: Path, out: Path, fps: float = CAMERA_FPS) -> Path:
     """
     import cv2
 
-    from edge_hf.synth import write_video
+    from edge_hf.training.synth import write_video
 
     cap = cv2.VideoCapture(str(src))
     if not cap.isOpened():

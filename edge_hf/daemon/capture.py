@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge_hf.ring import FrameRing
-from edge_hf.sources import FrameSource, OpenCVSource, SourceError
-from edge_hf.video import to_model_rgb
+from edge_hf.core.video import to_model_rgb
+from edge_hf.daemon.ring import FrameRing
+from edge_hf.daemon.sources import FrameSource, OpenCVSource, SourceError
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,15 @@
-"""Where events go: one small interface, a JSON-lines sink here and the MQTT publisher later."""
+"""Where events go: one small interface; JSON lines here, the MQTT publisher in `mqtt`."""
 
 from __future__ import annotations
 
 import json
 import sys
 import threading
-from typing import Any, Protocol, TextIO
+from collections import deque
+from typing import Protocol, TextIO
+
+from edge_hf.daemon.events import FallEvent
+from edge_hf.daemon.status import SinkHealth, Snapshot
 
 
 class AlertSink(Protocol):
@@ -15,7 +19,7 @@ class AlertSink(Protocol):
         """Connect or open; must not block on an unreachable destination."""
         ...
 
-    def send(self, event: dict[str, Any]) -> None:
+    def send(self, event: FallEvent) -> None:
         """Deliver one event (start/end); durable sinks persist it before returning."""
         ...
 
@@ -23,8 +27,12 @@ class AlertSink(Protocol):
         """A camera became online, stalled or offline."""
         ...
 
-    def stats(self, payload: dict[str, Any]) -> None:
+    def stats(self, snapshot: Snapshot) -> None:
         """Periodic health numbers (MQTT: the retained stats topic)."""
+        ...
+
+    def health(self) -> list[SinkHealth]:
+        """The sink's own state for the status snapshot (none for a plain stream)."""
         ...
 
     def close(self) -> None:
@@ -38,16 +46,14 @@ class JsonLinesSink:
     def __init__(self, stream: TextIO | None = None, statuses: bool = False) -> None:
         self.stream = stream or sys.stdout
         self.statuses = statuses
-        self.events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
     def start(self) -> None:
         return None
 
-    def send(self, event: dict[str, Any]) -> None:
+    def send(self, event: FallEvent) -> None:
         with self._lock:
-            self.events.append(event)
-            self.stream.write(json.dumps(event, sort_keys=True) + "\n")
+            self.stream.write(event.to_json() + "\n")
             self.stream.flush()
 
     def camera_status(self, camera: str, status: str) -> None:
@@ -56,8 +62,11 @@ class JsonLinesSink:
                 self.stream.write(json.dumps({"camera": camera, "status": status}) + "\n")
                 self.stream.flush()
 
-    def stats(self, payload: dict[str, Any]) -> None:
+    def stats(self, snapshot: Snapshot) -> None:
         return None
+
+    def health(self) -> list[SinkHealth]:
+        return []
 
     def close(self) -> None:
         self.stream.flush()
@@ -73,7 +82,7 @@ class TeeSink:
         for s in self.sinks:
             s.start()
 
-    def send(self, event: dict[str, Any]) -> None:
+    def send(self, event: FallEvent) -> None:
         for s in self.sinks:
             s.send(event)
 
@@ -81,10 +90,38 @@ class TeeSink:
         for s in self.sinks:
             s.camera_status(camera, status)
 
-    def stats(self, payload: dict[str, Any]) -> None:
+    def stats(self, snapshot: Snapshot) -> None:
         for s in self.sinks:
-            s.stats(payload)
+            s.stats(snapshot)
+
+    def health(self) -> list[SinkHealth]:
+        return [h for s in self.sinks for h in s.health()]
 
     def close(self) -> None:
         for s in self.sinks:
             s.close()
+
+
+class RecordingSink:
+    """Keeps the newest `maxlen` events in memory (bounded): for replays, calibration and tests."""
+
+    def __init__(self, maxlen: int = 10_000) -> None:
+        self.events: deque[FallEvent] = deque(maxlen=maxlen)
+
+    def start(self) -> None:
+        return None
+
+    def send(self, event: FallEvent) -> None:
+        self.events.append(event)
+
+    def camera_status(self, camera: str, status: str) -> None:
+        return None
+
+    def stats(self, snapshot: Snapshot) -> None:
+        return None
+
+    def health(self) -> list[SinkHealth]:
+        return []
+
+    def close(self) -> None:
+        return None

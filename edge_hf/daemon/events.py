@@ -3,16 +3,17 @@
 A window's fall probability is smoothed (k of the last n above threshold, or the median of the
 last n). Smoothed above threshold starts an event; `end_after` consecutive windows below the
 threshold, or `max_event_s`, end it; a cooldown keeps one fall from raising a second event.
-The event dict built here is the one every sink sends (JSON lines today, MQTT next).
+Events are `FallEvent` objects, serialised once (`as_dict`/`to_json`) by whichever sink sends them.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import statistics
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from edge_hf.config import DetectionConfig
+from edge_hf.daemon.config import DetectionConfig
 
 log = logging.getLogger(__name__)
 _NAMESPACE = uuid.UUID("6f2f6c1e-9a7e-4c55-9d8e-2f0d3f0c4e11")
@@ -47,6 +48,64 @@ class ModelInfo:
         return {"name": self.name, "window": self.window, "interval_ms": self.interval_ms}
 
 
+@dataclass(frozen=True)
+class FallEvent:
+    """One `start` or `end` of a fall on a camera; the payload every sink sends."""
+
+    event_id: str
+    type: str  # "start" or "end"
+    camera: str
+    device_id: str
+    time: float  # Unix seconds
+    started_at: float
+    score: float
+    peak_score: float
+    model: ModelInfo
+    snapshot: str | None = None
+    end_reason: str | None = None  # end only: recovered, max_duration, shutdown
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON payload (times as UTC ISO-8601, scores to 4 decimals)."""
+        out: dict[str, Any] = {
+            "event_id": self.event_id,
+            "type": self.type,
+            "camera": self.camera,
+            "device_id": self.device_id,
+            "time": iso(self.time),
+            "started_at": iso(self.started_at),
+            "score": round(float(self.score), 4),
+            "peak_score": round(float(self.peak_score), 4),
+            "model": self.model.as_dict(),
+        }
+        if self.snapshot is not None:
+            out["snapshot"] = self.snapshot
+        if self.type == "end":
+            out["ended_at"] = iso(self.time)
+            out["end_reason"] = self.end_reason
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), sort_keys=True)
+
+
+@dataclass
+class _Open:
+    """The event in progress on a camera."""
+
+    event_id: str
+    started: float
+    peak_score: float
+    snapshot: str | None = None
+    below: int = 0  # consecutive windows under the threshold
+
+
+@dataclass
+class DetectorCounts:
+    start: int = 0
+    end: int = 0
+    by_reason: dict[str, int] = field(default_factory=dict)
+
+
 class FallDetector:
     """Turns one camera's stream of fall scores into start/end events."""
 
@@ -63,15 +122,10 @@ class FallDetector:
         self.threshold, self.model = threshold, model
         self.snapshot_dir = snapshot_dir if cfg.snapshot else None
         self._recent: deque[float] = deque(maxlen=cfg.n)
-        self._event: dict[str, Any] | None = None
-        self._below = 0
+        self._open: _Open | None = None
         self._cooldown_until = float("-inf")
         self.last_score = 0.0
-        self.counts: dict[str, int] = {"start": 0, "end": 0}
-
-    @property
-    def active(self) -> bool:
-        return self._event is not None
+        self.counts = DetectorCounts()
 
     def _smoothed_above(self) -> bool:
         if self.cfg.smoothing == "median":
@@ -83,68 +137,54 @@ class FallDetector:
 
     def update(
         self, score: float, t: float, centre_frame: np.ndarray | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[FallEvent]:
         """Feed one window's score at Unix time `t`; return the events it causes (0 or 1)."""
         self.last_score = score
         self._recent.append(score)
-        if self._event is None:
+        ev = self._open
+        if ev is None:
             if t >= self._cooldown_until and self._smoothed_above():
                 return [self._start(score, t, centre_frame)]
             return []
-        ev = self._event
-        ev["peak_score"] = max(ev["peak_score"], score)
-        self._below = self._below + 1 if score < self.threshold else 0
-        if self._below >= self.cfg.end_after:
+        ev.peak_score = max(ev.peak_score, score)
+        ev.below = ev.below + 1 if score < self.threshold else 0
+        if ev.below >= self.cfg.end_after:
             return [self._end(score, t, "recovered")]
-        if t - ev["_started"] >= self.cfg.max_event_s:
+        if t - ev.started >= self.cfg.max_event_s:
             return [self._end(score, t, "max_duration")]
         return []
 
-    def close(self, t: float) -> list[dict[str, Any]]:
+    def close(self, t: float) -> list[FallEvent]:
         """End an open event (shutdown or camera gone)."""
-        return [self._end(self.last_score, t, "shutdown")] if self._event is not None else []
+        return [self._end(self.last_score, t, "shutdown")] if self._open is not None else []
 
-    def _start(self, score: float, t: float, frame: np.ndarray | None) -> dict[str, Any]:
+    def _start(self, score: float, t: float, frame: np.ndarray | None) -> FallEvent:
         # Stable and unique: the same camera never starts two events at the same instant, and a
         # replay of the same file gives the same ids.
         event_id = str(uuid.uuid5(_NAMESPACE, f"{self.device_id}/{self.camera}/{t:.3f}"))
-        self._event = {"event_id": event_id, "_started": t, "peak_score": score}
-        self._below = 0
-        snapshot = self._snapshot(event_id, frame)
-        if snapshot:
-            self._event["snapshot"] = snapshot
-        self.counts["start"] += 1
+        self._open = _Open(event_id, t, score, self._snapshot(event_id, frame))
+        self.counts.start += 1
         log.info("%s: fall started (score %.2f) event %s", self.camera, score, event_id)
-        return self._payload("start", score, t)
+        return self._event("start", score, t)
 
-    def _end(self, score: float, t: float, reason: str) -> dict[str, Any]:
-        payload = self._payload("end", score, t)
-        payload["ended_at"] = iso(t)
-        payload["end_reason"] = reason
-        self._event = None
+    def _end(self, score: float, t: float, reason: str) -> FallEvent:
+        event = self._event("end", score, t, reason)
+        self._open = None
         self._recent.clear()
         self._cooldown_until = t + self.cfg.cooldown_s
-        self.counts["end"] += 1
-        log.info("%s: fall ended (%s) event %s", self.camera, reason, payload["event_id"])
-        return payload
+        self.counts.end += 1
+        self.counts.by_reason[reason] = self.counts.by_reason.get(reason, 0) + 1
+        log.info("%s: fall ended (%s) event %s", self.camera, reason, event.event_id)
+        return event
 
-    def _payload(self, kind: str, score: float, t: float) -> dict[str, Any]:
-        assert self._event is not None  # called only while an event is open
-        ev = self._event
-        out: dict[str, Any] = {
-            "event_id": ev["event_id"],
-            "type": kind,
-            "camera": self.camera,
-            "device_id": self.device_id,
-            "time": iso(t),
-            "started_at": iso(ev["_started"]),
-            "score": round(float(score), 4),
-            "peak_score": round(float(ev["peak_score"]), 4),
-            "model": self.model.as_dict(),
-        }
-        if "snapshot" in ev:
-            out["snapshot"] = ev["snapshot"]
-        return out
+    def _event(self, kind: str, score: float, t: float, reason: str | None = None) -> FallEvent:
+        ev = self._open
+        if ev is None:
+            raise RuntimeError("no fall event is open")
+        return FallEvent(
+            ev.event_id, kind, self.camera, self.device_id, t, ev.started, score,
+            ev.peak_score, self.model, ev.snapshot, reason,
+        )  # fmt: skip
 
     def _snapshot(self, event_id: str, frame: np.ndarray | None) -> str | None:
         """Write the window's centre frame as JPEG before the event goes out; None if off."""

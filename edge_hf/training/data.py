@@ -21,15 +21,15 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from edge_hf.errors import UserError
-from edge_hf.hyperframe import (
+from edge_hf.core.errors import UserError
+from edge_hf.core.hyperframe import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     frame_indices,
     stack_frames,
     time_shuffle,
 )
-from edge_hf.video import Crop, DecodedVideo, VideoError, decode_video
+from edge_hf.core.video import Crop, DecodedVideo, VideoError, decode_video
 
 log = logging.getLogger(__name__)
 

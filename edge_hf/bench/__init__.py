@@ -1,0 +1,5 @@
+"""`edge-hf bench`: window preparation and inference against the naive way and the floor (`prep`),
+cameras per machine and alert latency through a real broker (`live`), and the runner (`runner`).
+
+Nothing but the CLI imports this package; it may use the daemon, the toolkit and core.
+"""

@@ -1,0 +1,87 @@
+"""`edge-hf alerts`: a terminal subscriber that prints each fall alert once, and state changes.
+
+What a nurse-call bridge or phone notifier has to do, in a few lines: subscribe in on_connect (so a
+reconnect subscribes again), and drop repeats by `event_id` (delivery is at least once).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.reasoncodes import ReasonCode
+
+from edge_hf.daemon.config import MqttConfig
+from edge_hf.daemon.mqtt import apply_auth_tls
+
+SEEN_MAX = 10_000  # event keys remembered for de-duplication
+
+
+def watch_alerts(
+    cfg: MqttConfig, device_id: str = "+", out: Any = None, stop: threading.Event | None = None
+) -> int:
+    """`edge-hf alerts`: print each event once (de-duplicated by event_id) and state changes."""
+    import sys
+
+    out = out or sys.stdout
+    stop = stop or threading.Event()
+    seen: OrderedDict[str, None] = OrderedDict()  # the newest SEEN_MAX keys: bounded
+    prefix = f"{cfg.topic_prefix}/{device_id}"
+
+    def on_connect(c: mqtt.Client, _u: Any, _f: Any, reason: ReasonCode, _p: Any) -> None:
+        if reason.is_failure:
+            print(
+                f"MQTT broker {cfg.host}:{cfg.port} refused the connection: {reason}",
+                file=sys.stderr,
+            )
+            return
+        c.subscribe(
+            [(f"{prefix}/+/event", 1), (f"{prefix}/availability", 1), (f"{prefix}/+/status", 1)]
+        )
+
+    def on_message(_c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        text = msg.payload.decode(errors="replace")
+        if msg.topic.endswith("/event"):
+            try:
+                event = json.loads(text)
+            except json.JSONDecodeError:
+                print(f"{msg.topic}: not JSON: {text[:80]}", file=out, flush=True)
+                return
+            key = f"{event.get('event_id')}/{event.get('type')}"
+            if key in seen:
+                return  # at-least-once delivery: a repeat of something already shown
+            seen[key] = None
+            if len(seen) > SEEN_MAX:
+                seen.popitem(last=False)
+            kind = "FALL" if event.get("type") == "start" else "fall over"
+            where = f"{event.get('device_id')}/{event.get('camera')}"
+            print(
+                f"{event.get('time')} {kind:9s} {where} score {event.get('score')} "
+                f"peak {event.get('peak_score')} id {event.get('event_id')}",
+                file=out,
+                flush=True,
+            )
+        else:
+            print(f"{msg.topic} {text}", file=out, flush=True)
+
+    def on_subscribe(_c: mqtt.Client, _u: Any, _mid: int, _codes: Any, _p: Any) -> None:
+        print(f"subscribed to {prefix}/...", file=sys.stderr, flush=True)
+
+    client = mqtt.Client(CallbackAPIVersion.VERSION2)
+    apply_auth_tls(client, cfg)
+    client.on_connect = on_connect
+    client.on_subscribe = on_subscribe
+    client.on_message = on_message
+    client.connect_async(cfg.host, cfg.port)
+    client.loop_start()
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        client.disconnect()
+        client.loop_stop()
+    return 0

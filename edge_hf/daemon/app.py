@@ -1,0 +1,205 @@
+"""The daemon's composition root: one place builds every part in dependency order.
+
+config -> classifier (the model file is loaded once; its contract comes from that session) ->
+config checked against the contract -> hyperframe builder -> cameras (ring, detector) -> sinks
+(JSON lines, MQTT) -> Prometheus -> systemd notifier -> pipeline; stopped in reverse (capture,
+the last windows, open events, sinks, then the metrics endpoint). `check`, `run` and `replay` are
+the daemon's commands; cli.py only parses their arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from edge_hf.core.contract import ModelContract
+from edge_hf.core.errors import UserError
+from edge_hf.core.hyperframe import HyperframeBuilder, use_one_cpu_thread
+from edge_hf.core.runtime import read_contract
+from edge_hf.daemon.classifier import OnnxFallClassifier
+from edge_hf.daemon.config import (
+    CameraConfig,
+    Config,
+    check_against_model,
+    ensure_state_dir,
+    load_config,
+)
+from edge_hf.daemon.events import FallDetector, ModelInfo
+from edge_hf.daemon.pipeline import CameraRuntime, Pipeline
+from edge_hf.daemon.ring import FrameRing
+from edge_hf.daemon.sdnotify import Notifier
+from edge_hf.daemon.sinks import AlertSink, JsonLinesSink, TeeSink
+from edge_hf.daemon.sources import SourceError
+
+log = logging.getLogger(__name__)
+
+LIVE_SCORE_HISTORY = 600  # window scores kept per camera live (a minute at 10 Hz): bounded
+
+
+def check(path: Path) -> tuple[Config, ModelContract]:
+    """What `edge-hf check` validates: the config, the model file, and the one against the other."""
+    cfg = load_config(path)
+    contract = read_contract(cfg.model.path)
+    check_against_model(cfg, contract, str(path))
+    return cfg, contract
+
+
+def make_sink(cfg: Config, statuses: bool = False) -> AlertSink:
+    """JSON lines on stdout, plus the MQTT publisher when `mqtt.enabled`."""
+    lines = JsonLinesSink(statuses=statuses)
+    if not cfg.mqtt.enabled:
+        return lines
+    from edge_hf.daemon.mqtt import MqttSink
+
+    cams = [c.name for c in cfg.enabled_cameras()]
+    mqtt = MqttSink(cfg.mqtt, cfg.device_id, cams, cfg.state_dir, cfg.model.path.name)
+    return TeeSink(lines, mqtt)
+
+
+def _camera(
+    cfg: Config,
+    cam: CameraConfig,
+    contract: ModelContract,
+    info: ModelInfo,
+    wake: threading.Event,
+    score_history: int | None,
+) -> CameraRuntime:
+    interval_s = (cam.interval_ms or contract.interval_ms) / 1000.0
+    ring = FrameRing(max(4 * contract.window, 16), (*contract.input_size, 3), notify=wake)
+    detector = FallDetector(
+        cam.name,
+        cfg.device_id,
+        cfg.detection,
+        cfg.model.threshold,
+        info,
+        snapshot_dir=cfg.state_dir / "snapshots",
+    )
+    return CameraRuntime(cam, interval_s, ring, detector, deque(maxlen=score_history))
+
+
+def build_pipeline(
+    cfg: Config,
+    sink: AlertSink,
+    config_name: str = "config",
+    notifier: Notifier | None = None,
+    score_history: int | None = LIVE_SCORE_HISTORY,
+) -> Pipeline:
+    """Every part of the daemon from one Config, in dependency order; the model loads once."""
+    notifier = notifier or Notifier("")
+    classifier = OnnxFallClassifier(
+        cfg.model.path,
+        cfg.model.providers,
+        cfg.state_dir,
+        cfg.model.fp16,
+        cfg.max_batch,
+        # A TensorRT engine build can take minutes: ask systemd to wait rather than kill us.
+        on_slow_start=lambda: notifier.extend_timeout(900),
+    )
+    contract = classifier.contract
+    check_against_model(cfg, contract, config_name)
+    builder = HyperframeBuilder(contract.mean, contract.std, classifier.device)
+    use_one_cpu_thread()
+    info = ModelInfo(cfg.model.path.name, contract.window, contract.interval_ms)
+    wake = threading.Event()
+    cameras = [_camera(cfg, c, contract, info, wake, score_history) for c in cfg.enabled_cameras()]
+    return Pipeline(cfg, classifier, builder, cameras, sink, wake, notifier)
+
+
+def _install_stop_handlers(stop: threading.Event) -> None:
+    def handler(signum: int, _frame: object) -> None:
+        logging.getLogger("edge_hf").info("signal %d: stopping", signum)
+        stop.set()  # only a flag: the loops notice it within their wait timeouts
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
+    """`edge-hf run`: the daemon until SIGTERM/SIGINT or until every (file) camera has ended."""
+    cfg = load_config(config)
+    ensure_state_dir(cfg)
+    notifier = Notifier()
+    pipeline = build_pipeline(cfg, make_sink(cfg, statuses), str(config), notifier)
+    _install_stop_handlers(pipeline.stop)
+    metrics = None
+    if cfg.metrics.enabled:
+        from edge_hf.daemon.prometheus import Metrics
+
+        metrics = Metrics()
+        metrics.watch(pipeline.snapshot)
+        pipeline.on_batch = metrics.inference.observe
+        try:
+            metrics.serve(cfg.metrics.host, cfg.metrics.port)
+        except OSError as exc:
+            raise UserError(
+                f"metrics.port {cfg.metrics.port}: cannot listen on {cfg.metrics.host} "
+                f"({exc.strerror}); pick a free port"
+            ) from None
+    try:
+        pipeline.start()
+        pipeline.run(drain_s=drain_s)
+    finally:
+        if metrics is not None:
+            metrics.close()
+    return 0
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    """What `edge-hf replay` was asked: a config, or a model and a video, and where events go."""
+
+    config: Path | None = None
+    video: Path | None = None
+    model: Path | None = None
+    state_dir: Path = Path("/tmp/edge-hf-replay")
+    origin_unix: float = 0.0
+    timeline_png: Path | None = None
+
+
+def _replay_config(req: ReplayRequest) -> Config:
+    if req.config is not None:
+        cfg = load_config(req.config)
+        if req.model is not None:
+            cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"path": req.model})})
+        if req.video is not None:  # the replayed camera takes the video's place
+            first = cfg.enabled_cameras()[0].model_copy(update={"source": str(req.video)})
+            cfg = cfg.model_copy(update={"cameras": [first]})
+        return cfg
+    if req.model is None or req.video is None:
+        raise UserError("give --config FILE, or both --model and --video")
+    name = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in req.video.stem)[:64]
+    return Config.model_validate(
+        {
+            "device_id": "replay",
+            "model": {"path": req.model, "providers": ["cpu"]},
+            "cameras": [{"name": name or "video", "source": str(req.video)}],
+            "state_dir": req.state_dir,
+        }
+    )
+
+
+def replay(req: ReplayRequest) -> int:
+    """`edge-hf replay`: the daemon's pipeline over file(s) as fast as possible, deterministic."""
+    if req.video is not None and not req.video.is_file():
+        raise UserError(f"--video {req.video}: no such file")
+    cfg = _replay_config(req)
+    ensure_state_dir(cfg)
+    name = str(req.config) if req.config else "replay"
+    pipeline = build_pipeline(cfg, make_sink(cfg), name, score_history=None)
+    t0 = time.perf_counter()
+    try:
+        pipeline.replay(req.origin_unix)
+    except SourceError as exc:
+        raise UserError(str(exc)) from None
+    log.debug("replay took %.1f s", time.perf_counter() - t0)
+    if req.timeline_png is not None:
+        from edge_hf.daemon.timeline import score_timeline_png
+
+        scores = {c.cfg.name: (c.interval_s, list(c.scores)) for c in pipeline.cameras}
+        score_timeline_png(req.timeline_png, scores, cfg.model.threshold)
+    return 0

@@ -1,0 +1,109 @@
+"""One typed snapshot of the daemon's health, read by everything that reports it.
+
+The retained MQTT `stats` topic, the shutdown summary, Prometheus, systemd's STATUS= line and the
+benchmarks all read `Pipeline.snapshot()`, so a counter is added up in one place only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SinkHealth:
+    """What an alert sink says about itself (the MQTT publisher: broker link and outbox)."""
+
+    name: str
+    connected: bool
+    queued: int  # alerts waiting for an acknowledgement
+    dropped: int  # alerts given up (outbox full)
+
+
+@dataclass(frozen=True)
+class CameraSnapshot:
+    """One camera's counters."""
+
+    name: str
+    state: str  # starting, online, stalled, ended, stopped
+    frames_read: int
+    stalls: int
+    reconnects: int
+    windows: int
+    skipped: int
+    dropped: int
+    last_score: float
+    events_started: int
+    events_ended: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The whole daemon at one instant."""
+
+    cameras: tuple[CameraSnapshot, ...]
+    batches: int
+    windows: int
+    inference_ms: tuple[float, ...]  # recent batches
+    latency_ms: tuple[float, ...]  # recent windows: newest sample -> decision
+    providers: tuple[str, ...]
+    sinks: tuple[SinkHealth, ...] = ()
+
+    def stats_payload(self) -> dict[str, object]:
+        """The JSON of the retained MQTT stats topic (keys unchanged since 0.1)."""
+        cams = {
+            c.name: {
+                "state": c.state,
+                "frames_read": c.frames_read,
+                "stalls": c.stalls,
+                "reconnects": c.reconnects,
+                "windows": c.windows,
+                "skipped": c.skipped,
+                "dropped": c.dropped,
+                "last_score": round(c.last_score, 4),
+            }
+            for c in self.cameras
+        }
+        out: dict[str, object] = {
+            "cameras": cams,
+            "batches": self.batches,
+            "windows": self.windows,
+            "inference_ms_p50": round(float(np.median(self.inference_ms)), 2)
+            if self.inference_ms
+            else None,
+            "providers": list(self.providers),
+        }
+        for s in self.sinks:
+            if s.name == "mqtt":
+                out["outbox_depth"], out["outbox_dropped"] = s.queued, s.dropped
+        return out
+
+    def status_line(self) -> str:
+        """Per-camera state for systemd's STATUS= (shown by `systemctl status`)."""
+        return "; ".join(f"{c.name}: {c.state}" for c in self.cameras)
+
+    def summary(self) -> str:
+        """One line: windows, skips, drops, inference and capture-to-decision latency."""
+
+        def pct(values: tuple[float, ...], q: float) -> float:
+            return float(np.percentile(values, q)) if values else float("nan")
+
+        cams = ", ".join(
+            f"{c.name}: {c.windows} windows, {c.skipped} skipped, {c.dropped} dropped"
+            for c in self.cameras
+        )
+        inf, lat = self.inference_ms, self.latency_ms
+        return (
+            f"{cams}; batch inference p50 {pct(inf, 50):.1f} ms p90 {pct(inf, 90):.1f} ms over "
+            f"{self.batches} batches; newest frame -> decision p50 {pct(lat, 50):.1f} ms "
+            f"p90 {pct(lat, 90):.1f} ms"
+        )
+
+    def totals(self) -> tuple[int, int, int]:
+        """Windows classified, skipped and samples dropped, over every camera."""
+        return (
+            sum(c.windows for c in self.cameras),
+            sum(c.skipped for c in self.cameras),
+            sum(c.dropped for c in self.cameras),
+        )

@@ -1,0 +1,115 @@
+"""The training toolkit's sub-commands (`synth`, `train`, `eval`, `diagnose`, `export`, `card`),
+called by cli.py with the parsed arguments."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import typing
+from pathlib import Path
+
+from edge_hf.core.errors import UserError
+
+
+def synth(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from edge_hf.training.synth import CLASSES, generate, write_demo_clips
+
+    if args.demo:
+        for path in write_demo_clips(Path(args.out), args.fps or 15.0):
+            print(f"wrote {path}")
+        return 0
+    args.fps = args.fps or 30.0
+    classes = tuple(args.classes or CLASSES)
+    bad = sorted(set(classes) - set(CLASSES))
+    if bad:
+        raise UserError(f"--classes {bad}: unknown; choose from {', '.join(CLASSES)}")
+    if args.clips < 1 or args.fps <= 0:
+        raise UserError("--clips must be >= 1 and --fps > 0")
+    with tqdm(total=args.clips * len(classes), desc="synth", unit="clip") as bar:
+        manifest = generate(
+            Path(args.out),
+            args.clips,
+            args.fps,
+            seed=args.seed,
+            width=args.width,
+            height=args.height,
+            classes=classes,
+            progress=lambda done, total: bar.update(done - bar.n),
+        )
+    print(f"wrote {args.clips * len(classes)} clips and {manifest}")
+    return 0
+
+
+def train_config(args: argparse.Namespace) -> typing.Any:
+    from edge_hf.training.train import TrainConfig
+
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
+    return TrainConfig(**values)
+
+
+def train(args: argparse.Namespace) -> int:
+    from edge_hf.training.train import train as run_training
+
+    result = run_training(train_config(args))
+    r = result.best_report
+    print(
+        f"best epoch {result.best_epoch}: val accuracy {r['accuracy']:.3f}, "
+        f"fall F1 {r['fall_f1']:.3f} -> {result.best_checkpoint}"
+    )
+    return 0
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    from edge_hf.training.evaluate import evaluate as run_eval
+    from edge_hf.training.evaluate import report_text
+
+    report = run_eval(
+        Path(args.model),
+        Path(args.data),
+        shuffle_time=args.shuffle_time,
+        batch_size=args.batch_size,
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        confusion_png=Path(args.confusion_png) if args.confusion_png else None,
+        background_label=args.background_label,
+    )
+    print(json.dumps(report) if args.json else report_text(report))
+    return 0
+
+
+def diagnose(args: argparse.Namespace) -> int:
+    from edge_hf.training.diagnose import diagnose as run_diagnose
+    from edge_hf.training.diagnose import diagnose_table
+
+    cfg = train_config(args)
+    results = run_diagnose(cfg, Path(args.test_data), Path(cfg.out))
+    print(diagnose_table(results))
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    from edge_hf.training.export import ExportError, export_onnx
+
+    try:
+        contract = export_onnx(Path(args.checkpoint), Path(args.out), atol=args.atol)
+    except ExportError as exc:
+        print(f"edge-hf export: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out}: {contract.backbone} T={contract.window} classes={contract.classes}")
+    return 0
+
+
+def card(args: argparse.Namespace) -> int:
+    from edge_hf.training.card import write_card
+
+    report = json.loads(Path(args.test_json).read_text()) if args.test_json else None
+    diag = Path(args.diagnose_md).read_text() if args.diagnose_md else None
+    write_card(
+        Path(args.model), Path(args.out), args.train_command, args.data_note, report,
+        args.test_note, diag, args.diagnose_title,
+    )  # fmt: skip
+    print(f"wrote {args.out}")
+    return 0
