@@ -21,6 +21,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 import edge_hf
 from edge_hf.daemon.config import MqttConfig
+from edge_hf.daemon.events import FallEvent, ModelInfo
 from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.training.synth import write_demo_clips
 from tests.broker import Broker, make_tls
@@ -84,13 +85,12 @@ def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
     b.stop()
 
 
-def _event(i: int, kind: str = "start") -> dict[str, Any]:
-    return {
-        "event_id": f"00000000-0000-4000-8000-{i:012d}", "type": kind, "camera": "hall",
-        "device_id": "box", "time": "2026-01-01T00:00:00.000Z", "started_at": "2026-01-01T00:00:00.000Z",
-        "score": 0.9, "peak_score": 0.9, "model": {"name": "m.onnx", "window": 3, "interval_ms": 100.0},
-        **({"ended_at": "2026-01-01T00:00:01.000Z", "end_reason": "recovered"} if kind == "end" else {}),
-    }  # fmt: skip
+def _event(i: int, kind: str = "start") -> FallEvent:
+    t0 = 1767225600.0  # 2026-01-01T00:00:00Z
+    return FallEvent(
+        f"00000000-0000-4000-8000-{i:012d}", kind, "hall", "box", t0 + (kind == "end"), t0, 0.9,
+        0.9, ModelInfo("m.onnx", 3, 100.0), end_reason="recovered" if kind == "end" else None,
+    )  # fmt: skip
 
 
 def _config_file(
@@ -198,7 +198,7 @@ def test_broker_down_30s_every_event_arrives_in_order(broker: Broker, tmp_path: 
     broker.start()
     sub.wait_for(lambda m: len(m) >= n, timeout=40)
     ids = [e["event_id"] for e in sub.events()]
-    assert ids == [_event(i)["event_id"] for i in range(n)], "all of them, in order, once each"
+    assert ids == [_event(i).event_id for i in range(n)], "all of them, in order, once each"
     deadline = time.monotonic() + 10
     while len(sink.outbox) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -291,7 +291,7 @@ def test_tls_and_password_listener(tmp_path: Path) -> None:
         assert sink.connected.wait(10), sink.last_error
         sink.send(_event(1))
         sub.wait_for(lambda m: len(m) >= 1)
-        assert sub.events()[0]["event_id"] == _event(1)["event_id"]
+        assert sub.events()[0]["event_id"] == _event(1).event_id
         sink.close()
         sub.close()
     finally:
@@ -311,7 +311,7 @@ def test_alerts_cli_prints_each_event_once(broker: Broker, tmp_path: Path) -> No
     pub.connect("127.0.0.1", broker.port)
     pub.loop_start()
     for event in (_event(7), _event(7), _event(7, "end")):  # a duplicate, as at-least-once allows
-        pub.publish("edge_hf/box/hall/event", json.dumps(event), qos=1).wait_for_publish(5)
+        pub.publish("edge_hf/box/hall/event", event.to_json(), qos=1).wait_for_publish(5)
     time.sleep(1.5)
     pub.loop_stop()
     proc.terminate()

@@ -18,7 +18,8 @@ from edge_hf.cli import main
 from edge_hf.core.contract import ModelContract
 from edge_hf.core.errors import UserError
 from edge_hf.training.data import Clip
-from edge_hf.training.evaluate import diagnose, evaluate
+from edge_hf.training.diagnose import diagnose
+from edge_hf.training.evaluate import evaluate
 from edge_hf.training.export import ExportError, check_parity, export_onnx
 from edge_hf.training.models import build_model
 from edge_hf.training.synth import CLASSES
