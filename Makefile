@@ -8,7 +8,7 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 EXTRAS := cpu,train,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv mosquitto lint format test demo bench demo-model demo-card real-experiment real-model real-card clean
+.PHONY: help venv mosquitto lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card clean
 
 help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips"
@@ -111,6 +111,13 @@ real-card: $(STAMP)
 		--data-note "All 23 GMDCSA24 clips in ../shared/data/gmdcsa24 (14 falls, 9 activities of daily living, 4 subjects; MIT licence): fall segments from the manifest, the time before each fall taught as adl (--background-label adl). Started from the synthetic demo model (make demo-model; --init-from), no ImageNet weights (no network here)." \
 		--test-note "The shipped model saw every clip, so it has no held-out score of its own. The table below trains each variant on subjects 1, 2, 4 and tests it on subject 3 (10 clips, 14 segments), mean ± standard deviation over 3 seeds (make real-experiment); this model's recipe is the row 'T=3 @100ms from synthetic'. Expect it to be optimistic for other rooms, cameras and people: 23 clips is very little." \
 		--diagnose-md runs/real/results.md --diagnose-title "Subject-split experiment (train S1, S2, S4; test S3)"
+
+# Real-footage benchmark (#15): leave one subject out over GMDCSA24's 4 subjects plus ASSIST-IoT as
+# a fifth fold, event-level through the daemon's replay and detector, vtest.avi for false alarms per
+# hour; rows T=1/3/5, time-shuffled, with/without ImageNet; 3 seeds. Resumable (runs.json); about
+# 15 min per row and seed on 2 cores. Writes benchmarks/results/real/{runs.json,results.md}.
+real-bench: $(STAMP)
+	$(PY) experiments/real_benchmark.py --out benchmarks/results/real
 
 # Benchmarks (never part of `make test`): ours vs the naive way vs the physical floor, capacity,
 # capture -> MQTT latency and RSS over a 10-minute daemon run. Writes benchmarks/results/bench.{json,md}.

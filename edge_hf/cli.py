@@ -146,8 +146,6 @@ def _add_dataclass_args(p: argparse.ArgumentParser, cls: type, skip: set[str]) -
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command."""
-    from edge_hf.training.train import TrainConfig
-
     parser = argparse.ArgumentParser(
         prog="edge-hf", description="Real-time fall detection with hyperframes."
     )
@@ -156,6 +154,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     common = argparse.ArgumentParser(add_help=False)  # so --log-level also works after COMMAND
     common.add_argument("--log-level", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    _training_commands(sub, common)
+    _daemon_commands(sub, common)
+    _bench_command(sub, common)
+    return parser
+
+
+def _training_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """window, synth, train, eval, diagnose, export, card."""
+    from edge_hf.training.train import TrainConfig
 
     p = sub.add_parser(
         "window", parents=[common], help="suggest the window length T for an action's duration"
@@ -202,6 +211,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_training("diagnose"), shuffle_time=False)
 
     p = sub.add_parser(
+        "export", parents=[common], help="export a checkpoint to ONNX with its metadata, verified"
+    )
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--out", required=True, help="the .onnx file to write")
+    p.add_argument("--atol", type=float, default=1e-3, help="largest allowed logit difference")
+    p.set_defaults(func=_training("export"))
+
+    p = sub.add_parser(
+        "card", parents=[common], help="write a model card from an eval report and a table"
+    )
+    p.add_argument("--model", required=True, help="the exported .onnx")
+    p.add_argument("--out", required=True, help="the Markdown file to write")
+    p.add_argument("--train-command", required=True, help="how the model was made")
+    p.add_argument("--data-note", required=True, help="what it was trained on")
+    p.add_argument("--test-json", help="an `edge-hf eval --json` report on held-out clips")
+    p.add_argument("--test-note", required=True, help="what the test numbers mean")
+    p.add_argument("--diagnose-md", help="a Markdown table to include")
+    p.add_argument("--diagnose-title", default="Diagnose (same data and budget)")
+    p.set_defaults(func=_training("card"))
+
+
+def _daemon_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """check, run, replay, alerts."""
+    p = sub.add_parser(
         "check", parents=[common], help="validate a daemon config (and its model) without starting"
     )
     p.add_argument("--config", required=True)
@@ -241,27 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="only this device_id (default: all)")
     p.set_defaults(func=_cmd_alerts)
 
-    p = sub.add_parser(
-        "export", parents=[common], help="export a checkpoint to ONNX with its metadata, verified"
-    )
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--out", required=True, help="the .onnx file to write")
-    p.add_argument("--atol", type=float, default=1e-3, help="largest allowed logit difference")
-    p.set_defaults(func=_training("export"))
 
-    p = sub.add_parser(
-        "card", parents=[common], help="write a model card from an eval report and a table"
-    )
-    p.add_argument("--model", required=True, help="the exported .onnx")
-    p.add_argument("--out", required=True, help="the Markdown file to write")
-    p.add_argument("--train-command", required=True, help="how the model was made")
-    p.add_argument("--data-note", required=True, help="what it was trained on")
-    p.add_argument("--test-json", help="an `edge-hf eval --json` report on held-out clips")
-    p.add_argument("--test-note", required=True, help="what the test numbers mean")
-    p.add_argument("--diagnose-md", help="a Markdown table to include")
-    p.add_argument("--diagnose-title", default="Diagnose (same data and budget)")
-    p.set_defaults(func=_training("card"))
-
+def _bench_command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """bench."""
     p = sub.add_parser(
         "bench",
         parents=[common],
@@ -283,7 +302,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=7, help="timing repeats (median and IQR)")
     p.add_argument("--quick", action="store_true", help="fewer sizes and batches (smoke test)")
     p.set_defaults(func=_cmd_bench)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
