@@ -329,3 +329,27 @@ def test_run_batches_two_cameras_and_stops_on_sigterm(
         ("fall_demo", "offline"), ("lie_down_demo", "offline"),
     }  # fmt: skip
     assert "Traceback" not in err and "signal 15: stopping" in err
+
+
+def test_a_descent_raises_a_fall_only_once_the_person_stays_down() -> None:
+    """confirm_s with a three-state model: falling then down alarms, falling then up does not."""
+    d = _detector(confirm_s=1.0, end_after=3)
+    events = []
+    # Walking with one spurious "falling" pair of windows, then up again: no alarm.
+    trace = [(0.1, 0.0)] * 5 + [(0.9, 0.05), (0.9, 0.05)] + [(0.05, 0.05)] * 50
+    # A real fall: a descent, then down for 2 s, then the person gets up.
+    trace += [(0.9, 0.1), (0.9, 0.1)] + [(0.1, 0.85)] * 20 + [(0.05, 0.05)] * 5
+    for i, (fall, down) in enumerate(trace):
+        events += [(i, e) for e in d.update(fall, 100.0 + i * 0.1, None, down)]
+    kinds = [(i, e.type) for i, e in events]
+    assert kinds == [(68, "start"), (81, "end")], kinds
+    start, end = events[0][1], events[1][1]
+    assert start.started_at == pytest.approx(100.0 + 58 * 0.1), "the event dates from the descent"
+    assert start.time - start.started_at == pytest.approx(1.0), "raised after confirm_s"
+    assert end.end_reason == "got_up" and d.counts.unconfirmed == 1
+
+
+def test_without_confirmation_a_three_state_model_alarms_on_the_descent() -> None:
+    d = _detector(confirm_s=0.0)
+    kinds = [e.type for i in range(3) for e in d.update(0.9, i * 0.1, None, 0.05)]
+    assert kinds == ["start"]

@@ -25,9 +25,13 @@ class ModelContract:
     backbone: str
     volumes: int = 1
     channel_order: str = CHANNEL_ORDER
+    # The class of "a person on the floor after a fall" when the model has one (classes adl,
+    # falling, down): the daemon can then confirm a fall by the person staying down.
+    down_class: str | None = None
 
     def to_metadata(self) -> dict[str, str]:
-        return {
+        extra = {"edge_hf.down_class": self.down_class} if self.down_class else {}
+        return extra | {
             "edge_hf.window": str(self.window),
             "edge_hf.interval_ms": f"{self.interval_ms:g}",
             "edge_hf.input_size": f"{self.input_size[0]},{self.input_size[1]}",
@@ -53,6 +57,11 @@ class ModelContract:
             return meta[f"edge_hf.{key}"]
 
         try:
+            classes = tuple(json.loads(get("classes")))
+            for key in ("fall_class", "down_class"):
+                name = meta.get(f"edge_hf.{key}")
+                if (name or key == "fall_class") and name not in classes:
+                    raise ValueError(f"{key} {name!r} is not among the classes {list(classes)}")
             h, w = (int(v) for v in get("input_size").split(","))
             mean, std = json.loads(get("mean")), json.loads(get("std"))
             return cls(
@@ -61,11 +70,12 @@ class ModelContract:
                 input_size=(h, w),
                 mean=(float(mean[0]), float(mean[1]), float(mean[2])),
                 std=(float(std[0]), float(std[1]), float(std[2])),
-                classes=tuple(json.loads(get("classes"))),
+                classes=classes,
                 fall_class=get("fall_class"),
                 backbone=get("backbone"),
                 volumes=int(meta.get("edge_hf.volumes", "1")),
                 channel_order=get("channel_order"),
+                down_class=meta.get("edge_hf.down_class") or None,
             )
         except (ValueError, IndexError, TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{source}: bad edge_hf metadata ({exc})") from None

@@ -103,7 +103,10 @@ class OnnxFallClassifier:
             on_slow_start()  # a TensorRT engine build can take minutes: tell systemd to wait
         self.session = open_session(path, requested, threads)
         self.contract = contract_of(self.session, path)
-        self.fall_index = list(self.contract.classes).index(self.contract.fall_class)
+        classes = list(self.contract.classes)
+        self.fall_index = classes.index(self.contract.fall_class)
+        down = self.contract.down_class
+        self.down_index = classes.index(down) if down else None
         self.providers = list(self.session.get_providers())
         if self.providers[0] != requested[0][0]:
             log.warning(
@@ -148,10 +151,14 @@ class OnnxFallClassifier:
             return np.asarray(binding.copy_outputs_to_cpu()[0])
         return np.asarray(self.session.run([OUTPUT_NAME], {INPUT_NAME: batch.numpy()})[0])
 
-    def fall_scores(self, batch: torch.Tensor) -> np.ndarray:
-        """Softmax probability of the fall class for each window in the batch."""
+    def probabilities(self, batch: torch.Tensor) -> np.ndarray:
+        """(N, C) softmax probabilities, in the order of the contract's classes."""
         z = self.logits(batch).astype(np.float64)
         z -= z.max(axis=1, keepdims=True)
         p = np.exp(z)
         p /= p.sum(axis=1, keepdims=True)
-        return p[:, self.fall_index]
+        return p
+
+    def fall_scores(self, batch: torch.Tensor) -> np.ndarray:
+        """Softmax probability of the fall class for each window in the batch."""
+        return self.probabilities(batch)[:, self.fall_index]

@@ -83,6 +83,9 @@ class DetectionConfig(_Section):
     end_after: int = Field(20, ge=1)  # windows below threshold that end an event
     max_event_s: float = Field(120.0, gt=0)
     cooldown_s: float = Field(10.0, ge=0)
+    # With a model that has a `down` class: a fall is raised only once the person has stayed down
+    # this long after the descent (0: at once, on the descent alone). Costs this much latency.
+    confirm_s: float = Field(0.0, ge=0, le=60)
     snapshot: bool = False  # JPEG of the window's centre frame, written before the event is sent
 
     @model_validator(mode="after")

@@ -3,6 +3,11 @@
 A window's fall probability is smoothed (k of the last n above threshold, or the median of the
 last n). Smoothed above threshold starts an event; `end_after` consecutive windows below the
 threshold, or `max_event_s`, end it; a cooldown keeps one fall from raising a second event.
+
+With a model that also says "down" (classes adl / falling / down) and `confirm_s` > 0, a descent
+only makes a candidate: the event starts once the mean down probability over the last `confirm_s`
+seconds reaches the threshold (a fall is a descent followed by a person who stays down; walking,
+jumping and bending never stay down), and ends when the person is up again (`got_up`).
 Events are `FallEvent` objects, serialised once (`as_dict`/`to_json`) by whichever sink sends them.
 """
 
@@ -62,7 +67,7 @@ class FallEvent:
     peak_score: float
     model: ModelInfo
     snapshot: str | None = None
-    end_reason: str | None = None  # end only: recovered, max_duration, shutdown
+    end_reason: str | None = None  # end only: recovered, got_up, max_duration, shutdown
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON payload (times as UTC ISO-8601, scores to 4 decimals)."""
@@ -100,10 +105,23 @@ class _Open:
 
 
 @dataclass
+class _Candidate:
+    """A descent seen, waiting for the person to stay down (`confirm_s`)."""
+
+    started: float
+    peak_score: float
+    frame: np.ndarray | None
+
+
+@dataclass
 class DetectorCounts:
     start: int = 0
     end: int = 0
+    unconfirmed: int = 0  # descents after which the person did not stay down
     by_reason: dict[str, int] = field(default_factory=dict)
+
+
+CONFIRM_GRACE_S = 3.0  # a candidate not confirmed this long after confirm_s is dropped
 
 
 class FallDetector:
@@ -123,6 +141,8 @@ class FallDetector:
         self.snapshot_dir = snapshot_dir if cfg.snapshot else None
         self._recent: deque[float] = deque(maxlen=cfg.n)
         self._open: _Open | None = None
+        self._candidate: _Candidate | None = None
+        self._down: deque[tuple[float, float]] = deque(maxlen=1000)  # (t, down probability)
         self._cooldown_until = float("-inf")
         self.last_score = 0.0
         self.counts = DetectorCounts()
@@ -136,33 +156,67 @@ class FallDetector:
         return sum(s >= self.threshold for s in self._recent) >= self.cfg.k
 
     def update(
-        self, score: float, t: float, centre_frame: np.ndarray | None = None
+        self,
+        score: float,
+        t: float,
+        centre_frame: np.ndarray | None = None,
+        down: float | None = None,
     ) -> list[FallEvent]:
-        """Feed one window's score at Unix time `t`; return the events it causes (0 or 1)."""
+        """Feed one window's fall (and, if the model has one, down) probability at Unix time `t`;
+        return the events it causes (0 or 1)."""
         self.last_score = score
         self._recent.append(score)
         ev = self._open
         if ev is None:
+            if self._candidate is not None:
+                return self._confirm(score, t, down)
             if t >= self._cooldown_until and self._smoothed_above():
-                return [self._start(score, t, centre_frame)]
+                if self.cfg.confirm_s <= 0 or down is None:
+                    return [self._start(score, t, centre_frame)]
+                frame = None if centre_frame is None else centre_frame.copy()
+                self._candidate = _Candidate(t, score, frame)
+                self._down.clear()
             return []
         ev.peak_score = max(ev.peak_score, score)
-        ev.below = ev.below + 1 if score < self.threshold else 0
+        # A three-state model ends a fall when the person is up again (neither falling nor down).
+        up = down is not None and 1.0 - score - down >= 0.5
+        low = up if down is not None else score < self.threshold
+        ev.below = ev.below + 1 if low else 0
         if ev.below >= self.cfg.end_after:
-            return [self._end(score, t, "recovered")]
+            return [self._end(score, t, "got_up" if down is not None else "recovered")]
         if t - ev.started >= self.cfg.max_event_s:
             return [self._end(score, t, "max_duration")]
+        return []
+
+    def _confirm(self, score: float, t: float, down: float | None) -> list[FallEvent]:
+        c = self._candidate
+        assert c is not None  # called only with a candidate
+        c.peak_score = max(c.peak_score, score)
+        self._down.append((t, down if down is not None else 0.0))
+        while self._down and self._down[0][0] < t - self.cfg.confirm_s:
+            self._down.popleft()
+        stayed = sum(d for _, d in self._down) / len(self._down)
+        if t - c.started >= self.cfg.confirm_s and stayed >= self.threshold:
+            self._candidate = None
+            return [self._start(c.peak_score, t, c.frame, started=c.started)]
+        if t - c.started > self.cfg.confirm_s + CONFIRM_GRACE_S:
+            self._candidate = None
+            self.counts.unconfirmed += 1
+            log.info("%s: descent at %.1f not followed by lying: no alarm", self.camera, c.started)
         return []
 
     def close(self, t: float) -> list[FallEvent]:
         """End an open event (shutdown or camera gone)."""
         return [self._end(self.last_score, t, "shutdown")] if self._open is not None else []
 
-    def _start(self, score: float, t: float, frame: np.ndarray | None) -> FallEvent:
+    def _start(
+        self, score: float, t: float, frame: np.ndarray | None, started: float | None = None
+    ) -> FallEvent:
         # Stable and unique: the same camera never starts two events at the same instant, and a
         # replay of the same file gives the same ids.
-        event_id = str(uuid.uuid5(_NAMESPACE, f"{self.device_id}/{self.camera}/{t:.3f}"))
-        self._open = _Open(event_id, t, score, self._snapshot(event_id, frame))
+        started = t if started is None else started
+        event_id = str(uuid.uuid5(_NAMESPACE, f"{self.device_id}/{self.camera}/{started:.3f}"))
+        self._open = _Open(event_id, started, score, self._snapshot(event_id, frame))
         self.counts.start += 1
         log.info("%s: fall started (score %.2f) event %s", self.camera, score, event_id)
         return self._event("start", score, t)

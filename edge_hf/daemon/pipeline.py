@@ -128,7 +128,8 @@ class Pipeline:
             chunk = due[i : i + self.cfg.max_batch]
             t0 = time.perf_counter()
             batch = self.builder.stack_batch([w.frames for _, w in chunk])
-            scores = self.classifier.fall_scores(batch)
+            probs = self.classifier.probabilities(batch)
+            fall_i, down_i = self.classifier.fall_index, self.classifier.down_index
             ms = (time.perf_counter() - t0) * 1000
             now = time.monotonic()
             if self.on_batch is not None:
@@ -137,11 +138,13 @@ class Pipeline:
             self.stats.windows += len(chunk)
             # Latency (newest sample -> decision) only means something on the live clock.
             self.stats.record(ms, [(now - w.times[-1]) * 1000 for _, w in chunk] if live else [])
-            for (cam, w), score in zip(chunk, scores, strict=True):
+            for (cam, w), p in zip(chunk, probs, strict=True):
                 cam.windows += 1
-                cam.scores.append(float(score))
+                score = float(p[fall_i])
+                down = float(p[down_i]) if down_i is not None else None
+                cam.scores.append(score)
                 centre = w.frames[len(w.frames) // 2]
-                for event in cam.detector.update(float(score), to_unix(w.times[-1]), centre):
+                for event in cam.detector.update(score, to_unix(w.times[-1]), centre, down):
                     self.sink.send(event)
 
     # ------------------------------------------------------------------ live

@@ -32,6 +32,7 @@ def contract_from_config(cfg: TrainConfig, classes: list[str]) -> ModelContract:
         std=spec.std,
         classes=tuple(classes),
         fall_class=cfg.fall_class,
+        down_class=cfg.down_class,
         backbone=cfg.backbone,
         volumes=cfg.volumes,
     )

@@ -50,6 +50,7 @@ class TrainConfig:
     val_subjects: list[str] = field(default_factory=list)
     classes: list[str] = field(default_factory=list)  # empty: sorted labels found in the data
     fall_class: str = "fall"
+    down_class: str | None = None  # "on the floor after a fall", e.g. with classes adl/falling/down
     backbone: str = "resnet18"
     window: int = 3
     interval_ms: float = 100.0
@@ -183,6 +184,8 @@ def resolve_classes(cfg: TrainConfig, clips: Sequence[Clip]) -> list[str]:
     classes = cfg.classes or sorted({c.label for c in clips})
     if cfg.fall_class not in classes:
         raise UserError(f"fall class {cfg.fall_class!r} is not among the labels {classes}")
+    if cfg.down_class is not None and cfg.down_class not in classes:
+        raise UserError(f"--down-class {cfg.down_class!r} is not among the labels {classes}")
     return classes
 
 
