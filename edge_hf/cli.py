@@ -87,6 +87,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             state_dir=Path(args.state_dir),
             origin_unix=origin,
             timeline_png=Path(args.timeline_png) if args.timeline_png else None,
+            hold_end_s=args.hold_end_s,
         )
     )
 
@@ -260,6 +261,10 @@ def _daemon_commands(
     p.add_argument("--model", help="ONNX model (overrides model.path; enough with --video)")
     p.add_argument("--state-dir", default="/tmp/edge-hf-replay", help="without --config")
     p.add_argument("--timeline-png", help="plot the score timeline to this PNG")
+    p.add_argument(
+        "--hold-end-s", type=float, default=0.0,
+        help="keep the last frame on for this long (a clip cut right after a fall)",
+    )  # fmt: skip
     p.add_argument(
         "--origin",
         default="epoch",

@@ -353,3 +353,19 @@ def test_without_confirmation_a_three_state_model_alarms_on_the_descent() -> Non
     d = _detector(confirm_s=0.0)
     kinds = [e.type for i in range(3) for e in d.update(0.9, i * 0.1, None, 0.05)]
     assert kinds == ["start"]
+
+
+@needs_shipped
+def test_replay_can_hold_the_last_frame_of_a_clip_cut_short(
+    demo_clips: dict[str, Path], tmp_path: Path
+) -> None:
+    cfg = _config(SHIPPED_MODEL, tmp_path, {"fall": demo_clips["fall_demo"]})
+    plain = build_pipeline(cfg, RecordingSink(), score_history=None)
+    plain.replay()
+    held = build_pipeline(cfg, RecordingSink(), score_history=None)
+    held.replay(hold_end_s=2.0)
+    n = len(plain.cameras[0].scores)
+    assert len(held.cameras[0].scores) == n + 20, "2 s more at 100 ms"
+    assert list(held.cameras[0].scores)[:n] == list(plain.cameras[0].scores)
+    last = list(held.cameras[0].scores)[-5:]
+    assert max(last) - min(last) < 1e-6, "a still frame scores the same every window"

@@ -159,6 +159,7 @@ class ReplayRequest:
     state_dir: Path = Path("/tmp/edge-hf-replay")
     origin_unix: float = 0.0
     timeline_png: Path | None = None
+    hold_end_s: float = 0.0
 
 
 def _replay_config(req: ReplayRequest) -> Config:
@@ -185,6 +186,8 @@ def _replay_config(req: ReplayRequest) -> Config:
 
 def replay(req: ReplayRequest) -> int:
     """`edge-hf replay`: the daemon's pipeline over file(s) as fast as possible, deterministic."""
+    if not 0.0 <= req.hold_end_s <= 3600.0:
+        raise UserError(f"--hold-end-s {req.hold_end_s:g}: seconds in [0, 3600]")
     if req.video is not None and not req.video.is_file():
         raise UserError(f"--video {req.video}: no such file")
     cfg = _replay_config(req)
@@ -193,7 +196,7 @@ def replay(req: ReplayRequest) -> int:
     pipeline = build_pipeline(cfg, make_sink(cfg), name, score_history=None)
     t0 = time.perf_counter()
     try:
-        pipeline.replay(req.origin_unix)
+        pipeline.replay(req.origin_unix, req.hold_end_s)
     except SourceError as exc:
         raise UserError(str(exc)) from None
     log.debug("replay took %.1f s", time.perf_counter() - t0)

@@ -282,8 +282,19 @@ class Pipeline:
 
     # ------------------------------------------------------------------ replay
 
-    def replay(self, origin_unix: float = 0.0) -> None:
-        """Each camera's file as fast as possible, sampled by media time; deterministic."""
+    def _replay_sample(self, cam: CameraRuntime, rgb: Any, t: float, origin_unix: float) -> None:
+        cam.ring.write(rgb, t)
+        window = cam.ring.window(self.window)
+        if window is not None:
+            self.process([(cam, window)], lambda s: origin_unix + s, live=False)
+
+    def replay(self, origin_unix: float = 0.0, hold_end_s: float = 0.0) -> None:
+        """Each camera's file as fast as possible, sampled by media time; deterministic.
+
+        `hold_end_s` keeps showing a file's last frame that much longer, as if the camera went on
+        watching a still scene: recordings are often cut right after a fall, before a detector
+        that waits for the person to stay down (`confirm_s`) could decide.
+        """
         self.sink.start()
         try:
             for cam in self.cameras:
@@ -292,16 +303,17 @@ class Pipeline:
                     src.open()
                 except SourceError as exc:
                     raise SourceError(f"cameras.{cam.cfg.name}.source: {exc}") from None
-                last_t = 0.0
+                last_t, last = 0.0, None
                 try:
                     for t, frame in sample_by_media_time(src, cam.interval_s):
-                        cam.ring.write(to_model_rgb(frame, self.size, cam.cfg.crop), t)
-                        window = cam.ring.window(self.window)
-                        if window is not None:
-                            self.process([(cam, window)], lambda s: origin_unix + s, live=False)
-                        last_t = t
+                        last_t, last = t, to_model_rgb(frame, self.size, cam.cfg.crop)
+                        self._replay_sample(cam, last, t, origin_unix)
                 finally:
                     src.release()
+                for k in range(1, round(hold_end_s / cam.interval_s) + 1):
+                    if last is not None:
+                        self._replay_sample(cam, last, last_t + k * cam.interval_s, origin_unix)
+                last_t += round(hold_end_s / cam.interval_s) * cam.interval_s
                 for event in cam.detector.close(origin_unix + last_t):
                     self.sink.send(event)
         finally:
