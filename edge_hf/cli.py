@@ -92,6 +92,29 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from edge_hf.daemon.calibrate import calibrate, write_threshold
+    from edge_hf.daemon.config import load_config
+
+    if (args.video is None) == (args.minutes is None):
+        raise UserError("give --video FILE (a recording of normal activity) or --minutes N (live)")
+    path = Path(args.config)
+    cfg = load_config(path)
+    video = Path(args.video) if args.video else None
+    result = calibrate(cfg, args.camera, video, args.minutes or 0.0, args.margin)
+    current = next(
+        (c.threshold for c in cfg.cameras if c.name == args.camera and c.threshold is not None),
+        cfg.model.threshold,
+    )
+    print(result.report(current))
+    if args.write:
+        write_threshold(path, args.camera, result.threshold)
+        print(f"wrote cameras[{args.camera}].threshold = {result.threshold:.3f} to {path}")
+    else:
+        print(f"add to camera {args.camera}: threshold: {result.threshold:.3f}  (or use --write)")
+    return 0
+
+
 def _cmd_alerts(args: argparse.Namespace) -> int:
     import signal
     import threading
@@ -271,6 +294,19 @@ def _daemon_commands(
         help="event times: media time after epoch (default), now, or ISO",
     )
     p.set_defaults(func=_cmd_replay)
+
+    p = sub.add_parser(
+        "calibrate",
+        parents=[common],
+        help="a camera's threshold under which normal activity at its site raises no event",
+    )
+    p.add_argument("--config", required=True)
+    p.add_argument("--camera", required=True, help="the camera's name in the config")
+    p.add_argument("--video", help="a recording of normal activity from that camera")
+    p.add_argument("--minutes", type=float, help="or watch the live camera this long")
+    p.add_argument("--margin", type=float, default=0.05, help="added to the peak (probability)")
+    p.add_argument("--write", action="store_true", help="write cameras[].threshold into the file")
+    p.set_defaults(func=_cmd_calibrate)
 
     p = sub.add_parser(
         "alerts", parents=[common], help="print fall alerts from the broker (de-duplicated)"

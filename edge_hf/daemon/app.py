@@ -75,7 +75,7 @@ def _camera(
         cam.name,
         cfg.device_id,
         cfg.detection,
-        cfg.model.threshold,
+        cam.threshold if cam.threshold is not None else cfg.model.threshold,
         info,
         snapshot_dir=cfg.state_dir / "snapshots",
     )

@@ -58,6 +58,8 @@ class CameraConfig(_Section):
     # [x, y, w, h] in pixels: the part of each frame the model sees (one view of a frame that
     # joins several, or the room without a window); default the whole frame.
     crop: tuple[int, int, int, int] | None = None
+    # This camera's fall threshold (e.g. from `edge-hf calibrate`); default model.threshold.
+    threshold: float | None = Field(None, gt=0.0, lt=1.0)
 
     @field_validator("crop")
     @classmethod
