@@ -331,6 +331,33 @@ def run_variant_seed(
     return replay_variant_seed(name, seed, items, a)
 
 
+def train_final(name: str, items: list[Item], a: argparse.Namespace, export: Path) -> Path:
+    """The shipped model: the variant's recipe on every clip of both datasets (seed 0)."""
+    variant = VARIANTS[name]
+    rundir = Path(a.out) / "final"
+    states = (
+        {"classes": ["adl", "down", "falling"], "fall_class": "falling", "down_class": "down",
+         "background_label": None}
+        if variant.three_state else {}
+    )  # fmt: skip
+    cfg = replace(
+        base_config(a),
+        data=str(write_manifest(items, rundir / "train.csv", variant.three_state)),
+        val_data=str(write_manifest(items, rundir / "val.csv", variant.three_state)),
+        backbone=variant.backbone,
+        window=variant.window,
+        pretrained=variant.pretrained,
+        shuffle_time=variant.shuffle_time,
+        input_size=variant.input_size,
+        interval_ms=variant.interval_ms,
+        seed=0,
+        out=str(rundir),
+        **states,  # type: ignore[arg-type]
+    )
+    export_onnx(train(cfg).best_checkpoint, export)
+    return export
+
+
 def replay_variant_seed(
     name: str, seed: int, items: list[Item], a: argparse.Namespace
 ) -> dict[str, Any]:
@@ -408,6 +435,8 @@ def main() -> None:
     p.add_argument(
         "--rescore", action="store_true", help="replay every run's saved fold models again"
     )
+    p.add_argument("--final", metavar="VARIANT", help="train this row's recipe on all clips")
+    p.add_argument("--export", default="models/fall-real.onnx", help="where --final writes")
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("edge_hf.daemon.events").setLevel(logging.WARNING)
@@ -425,6 +454,9 @@ def main() -> None:
         (out / "results.md").write_text(table(runs, rows))
         print(table(runs, rows), flush=True)
 
+    if a.final:
+        print(f"wrote {train_final(a.final, items, a, Path(a.export))}")
+        return
     if a.rescore:
         for key, r in list(runs.items()):
             if r["variant"] == SHIPPED_ROW:
