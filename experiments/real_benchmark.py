@@ -295,46 +295,11 @@ def _rundir(out: Path, name: str, seed: int, fold: str) -> Path:
     return out / "work" / f"{slug}_s{seed}_{fold}"
 
 
-def run_variant_seed(
-    name: str, variant: Variant, seed: int, items: list[Item], a: argparse.Namespace
-) -> dict[str, Any]:
-    """Train and export the five fold models of one variant and seed, then replay them."""
-    out = Path(a.out)
-    for fold in FOLDS:
-        test = [it for it in items if it.fold == fold]
-        rest = [it for it in items if it.fold != fold]
-        rundir = _rundir(out, name, seed, fold)
-        if (rundir / "model.onnx").exists():
-            continue
-        states = (
-            {"classes": ["adl", "down", "falling"], "fall_class": "falling", "down_class": "down",
-             "background_label": None}
-            if variant.three_state else {}
-        )  # fmt: skip
-        cfg = replace(
-            base_config(a),
-            data=str(write_manifest(rest, rundir / "train.csv", variant.three_state)),
-            val_data=str(write_manifest(test, rundir / "test.csv", variant.three_state)),
-            backbone=variant.backbone,
-            window=variant.window,
-            pretrained=variant.pretrained,
-            shuffle_time=variant.shuffle_time,
-            input_size=variant.input_size,
-            interval_ms=variant.interval_ms,
-            seed=seed,
-            out=str(rundir),
-            **states,  # type: ignore[arg-type]
-        )
-        t0 = time.perf_counter()
-        export_onnx(train(cfg).best_checkpoint, rundir / "model.onnx")
-        log.info("%s seed %d fold %s: %.0f s", name, seed, fold, time.perf_counter() - t0)
-    return replay_variant_seed(name, seed, items, a)
-
-
-def train_final(name: str, items: list[Item], a: argparse.Namespace, export: Path) -> Path:
-    """The shipped model: the variant's recipe on every clip of both datasets (seed 0)."""
-    variant = VARIANTS[name]
-    rundir = Path(a.out) / "final"
+def _train_and_export(
+    variant: Variant, a: argparse.Namespace, train_items: list[Item], val_items: list[Item],
+    seed: int, rundir: Path, export: Path,
+) -> None:  # fmt: skip
+    """Train the variant's recipe on `train_items` (watching `val_items`) and export ONNX."""
     states = (
         {"classes": ["adl", "down", "falling"], "fall_class": "falling", "down_class": "down",
          "background_label": None}
@@ -342,19 +307,40 @@ def train_final(name: str, items: list[Item], a: argparse.Namespace, export: Pat
     )  # fmt: skip
     cfg = replace(
         base_config(a),
-        data=str(write_manifest(items, rundir / "train.csv", variant.three_state)),
-        val_data=str(write_manifest(items, rundir / "val.csv", variant.three_state)),
+        data=str(write_manifest(train_items, rundir / "train.csv", variant.three_state)),
+        val_data=str(write_manifest(val_items, rundir / "val.csv", variant.three_state)),
         backbone=variant.backbone,
         window=variant.window,
         pretrained=variant.pretrained,
         shuffle_time=variant.shuffle_time,
         input_size=variant.input_size,
         interval_ms=variant.interval_ms,
-        seed=0,
+        seed=seed,
         out=str(rundir),
         **states,  # type: ignore[arg-type]
     )
     export_onnx(train(cfg).best_checkpoint, export)
+
+
+def run_variant_seed(
+    name: str, variant: Variant, seed: int, items: list[Item], a: argparse.Namespace
+) -> dict[str, Any]:
+    """Train and export the five fold models of one variant and seed, then replay them."""
+    for fold in FOLDS:
+        rundir = _rundir(Path(a.out), name, seed, fold)
+        if (rundir / "model.onnx").exists():
+            continue
+        t0 = time.perf_counter()
+        test = [it for it in items if it.fold == fold]
+        rest = [it for it in items if it.fold != fold]
+        _train_and_export(variant, a, rest, test, seed, rundir, rundir / "model.onnx")
+        log.info("%s seed %d fold %s: %.0f s", name, seed, fold, time.perf_counter() - t0)
+    return replay_variant_seed(name, seed, items, a)
+
+
+def train_final(name: str, items: list[Item], a: argparse.Namespace, export: Path) -> Path:
+    """The shipped model: the variant's recipe on every clip of both datasets (seed 0)."""
+    _train_and_export(VARIANTS[name], a, items, items, 0, Path(a.out) / "final", export)
     return export
 
 
