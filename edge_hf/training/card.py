@@ -58,7 +58,8 @@ def write_card(
         "",
         f"- backbone: {c.backbone}, window T={c.window}, interval {c.interval_ms:g} ms "
         f"(span {(c.window - 1) * c.interval_ms:g} ms), input {c.input_size[0]}x{c.input_size[1]}",
-        f"- classes: {', '.join(c.classes)} (fall class: `{c.fall_class}`)",
+        f"- classes: {', '.join(c.classes)} (fall class: `{c.fall_class}`"
+        + (f", down class: `{c.down_class}`)" if c.down_class else ")"),
         f"- normalisation: mean {list(c.mean)}, std {list(c.std)} (0-1 scale), channel order "
         f"`{c.channel_order}`",
         f"- file: {size_mb:.1f} MB ONNX (opset 17, dynamic batch, input `hyperframe` "
