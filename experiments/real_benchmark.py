@@ -208,8 +208,10 @@ def replay_scores(
     out: dict[str, dict[str, Any]] = {}
     for cam in pipeline.cameras:
         mine = [e for e in sink.events if e.camera == cam.cfg.name]
-        # (start, end) of each event; replay closes an open one at the end of the file.
-        spans = [[e.started_at, e.time] for e in mine if e.type == "end"]
+        raised = {e.event_id: e.time for e in mine if e.type == "start"}
+        # (start, end, raised) of each event: the descent, the end, and when the alarm went out
+        # (later than the start with confirm_s); replay closes an open one at the end of the file.
+        spans = [[e.started_at, e.time, raised[e.event_id]] for e in mine if e.type == "end"]
         out[cam.cfg.name] = {
             "scores": [round(s, 4) for s in cam.scores],
             "interval_s": cam.interval_s,
@@ -245,9 +247,12 @@ def score_clip(c: dict[str, Any]) -> None:
         c["false_events"] = max(len(v) for v in c["views"])
         c["early_events"] = 0
         return
-    c["detected"] = any(end >= onset for v in c["views"] for _, end in v)
-    c["early_events"] = max(sum(end < onset for _, end in v) for v in c["views"])
+    hits = [span for v in c["views"] for span in v if span[1] >= onset]
+    c["detected"] = bool(hits)
+    c["early_events"] = max(sum(span[1] < onset for span in v) for v in c["views"])
     c["false_events"] = 0
+    # Seconds from the labelled fall start to the alarm (0 if an alarm was already on).
+    c["delay_s"] = max(0.0, min(span[-1] for span in hits) - (onset + EARLY_S)) if hits else None
 
 
 def auc(pos: list[float], neg: list[float]) -> float:
@@ -262,6 +267,7 @@ def summarise(clips: list[dict[str, Any]], vtest_events: int, vtest_hours: float
     falls = [c for c in clips if c["label"] == "fall"]
     adl = [c for c in clips if c["label"] == "adl"]
     still = [c for c in clips if c["label"] == "lying_still"]
+    delays = [c["delay_s"] for c in falls if c.get("delay_s") is not None]
     return {
         "falls_detected": sum(c["detected"] for c in falls),
         "falls": len(falls),
@@ -272,6 +278,7 @@ def summarise(clips: list[dict[str, Any]], vtest_events: int, vtest_hours: float
         "vtest_events": vtest_events,
         "vtest_false_per_hour": vtest_events / vtest_hours,
         "auc": auc([c["max_score"] for c in falls], [c["max_score"] for c in adl]),
+        "delay_s_median": float(np.median(delays)) if delays else None,
         "clips": clips,
     }
 
@@ -385,8 +392,9 @@ def table(runs: dict[str, Any], rows: list[str]) -> str:
     """Mean ± sd over seeds of each row."""
     lines = [
         "| variant | seeds | falls detected | false events on daily-activity clips | "
-        "false events / h (vtest.avi) | clip AUC | lying-still clips with an event |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "false events / h (vtest.avi) | clip AUC | lying-still clips with an event | "
+        "alarm delay after the fall began (median s) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name in rows:
         rs = [r for r in runs.values() if r["variant"] == name]
@@ -399,7 +407,9 @@ def table(runs: dict[str, Any], rows: list[str]) -> str:
             _mean_sd([r["vtest_false_per_hour"] for r in rs], "{:.0f}"),
             _mean_sd([r["auc"] for r in rs], "{:.3f}"),
             _mean_sd([r["still_clips_with_event"] for r in rs], "{:.1f}") + f" / {n_still}",
-        ]
+            _mean_sd([r["delay_s_median"] for r in rs if r.get("delay_s_median") is not None])
+            if any(r.get("delay_s_median") is not None for r in rs) else "-",
+        ]  # fmt: skip
         lines.append(f"| {name} | {len(rs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
