@@ -146,6 +146,7 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
     finally:
         if metrics is not None:
             metrics.close()
+        notifier.close()
     return 0
 
 

@@ -83,11 +83,9 @@ class CameraStats:
 
     state: str = "starting"  # starting, online, stalled, ended, stopped
     frames_read: int = 0
-    samples: int = 0
     reconnects: int = 0
     stalls: int = 0
     last_frame_at: float = field(default_factory=time.monotonic)
-    last_error: str = ""
 
 
 class CaptureThread(threading.Thread):
@@ -152,7 +150,6 @@ class CaptureThread(threading.Thread):
             self.stats.stalls += 1
             log.warning("%s: stalled: %s; reopening with backoff", self.camera, reason)
         self.stats.state = "stalled"
-        self.stats.last_error = reason
 
     def _pump(self, src: FrameSource) -> bool:
         """Read until the source fails (False) or a file ends (True) or stop is set."""
@@ -173,7 +170,6 @@ class CaptureThread(threading.Thread):
             # is slow).
             for tick, frame in sampler.on_frame(got[0], now):
                 self.ring.write(to_model_rgb(frame, self.size, self.crop), tick)
-                self.stats.samples += 1
         return False
 
     def check_stall(self, now: float | None = None) -> bool:

@@ -94,8 +94,12 @@ def check_parity(model: nn.Module, onnx_path: Path, x: torch.Tensor, atol: float
     with torch.no_grad():
         expected = model.eval()(x).numpy()
     got = session.run([OUTPUT_NAME], {INPUT_NAME: x.numpy().astype(np.float32)})[0]
+    if got.shape != expected.shape:
+        raise ExportError(
+            f"{onnx_path}: ONNX Runtime gives logits of shape {got.shape}, PyTorch {expected.shape}"
+        )
     diff = float(np.abs(got - expected).max())
-    if got.shape != expected.shape or diff > atol:
+    if diff > atol:
         raise ExportError(
             f"{onnx_path}: ONNX Runtime and PyTorch disagree (max |diff| {diff:.2e} > {atol:g})"
         )
