@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -79,6 +80,26 @@ class ModelContract:
             )
         except (ValueError, IndexError, TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{source}: bad edge_hf metadata ({exc})") from None
+
+    def __post_init__(self) -> None:
+        """Refuse a contract no window could satisfy (one line, naming the value)."""
+        problems = []
+        if self.window < 1 or self.window % 2 == 0:
+            problems.append(f"window {self.window} (T must be odd and >= 1)")
+        if not math.isfinite(self.interval_ms) or self.interval_ms <= 0:
+            problems.append(f"interval_ms {self.interval_ms} (must be > 0)")
+        if min(self.input_size) < 8:
+            problems.append(f"input_size {list(self.input_size)} (at least 8x8)")
+        if not all(0.0 <= m <= 1.0 for m in self.mean):
+            problems.append(f"mean {list(self.mean)} (0-1 scale: pixel / 255)")
+        if not all(0.0 < s <= 1.0 for s in self.std):
+            problems.append(f"std {list(self.std)} (0-1 scale, > 0)")
+        if self.volumes < 1:
+            problems.append(f"volumes {self.volumes}")
+        if not self.classes or len(set(self.classes)) != len(self.classes):
+            problems.append(f"classes {list(self.classes)} (non-empty, unique)")
+        if problems:
+            raise ValueError("; ".join(problems))
 
 
 def _varint(f: BinaryIO) -> int | None:

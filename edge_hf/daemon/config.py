@@ -18,11 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from edge_hf.core.errors import UserError
 
 Provider = Literal["tensorrt", "cuda", "cpu"]
-NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+NAME = re.compile(r"[A-Za-z0-9_-]+")  # always fullmatch: "$" would let "box\n" through
+TOPIC = re.compile(r"[^#+\x00]+")  # an MQTT topic level path without wildcards or NUL
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf/nan anywhere: `open_timeout_s: .inf` or `1e400` is a typo, never a setting.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ModelConfig(_Section):
@@ -53,8 +55,8 @@ class CameraConfig(_Section):
     enabled: bool = True
     realtime: bool = True  # files: play at their own frame rate (False: as fast as possible)
     loop: bool = False  # files: start again at the end
-    stall_timeout_s: float = Field(5.0, gt=0)
-    open_timeout_s: float = Field(10.0, gt=0)
+    stall_timeout_s: float = Field(5.0, gt=0, le=3600)
+    open_timeout_s: float = Field(10.0, gt=0, le=3600)
     # [x, y, w, h] in pixels: the part of each frame the model sees (one view of a frame that
     # joins several, or the room without a window); default the whole frame.
     crop: tuple[int, int, int, int] | None = None
@@ -71,7 +73,7 @@ class CameraConfig(_Section):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME.match(v):
+        if not NAME.fullmatch(v):
             raise ValueError("use letters, digits, '_' and '-' only (it becomes an MQTT topic)")
         return v
 
@@ -83,7 +85,7 @@ class DetectionConfig(_Section):
     k: int = Field(2, ge=1)
     n: int = Field(3, ge=1)
     end_after: int = Field(20, ge=1)  # windows below threshold that end an event
-    max_event_s: float = Field(120.0, gt=0)
+    max_event_s: float = Field(120.0, gt=0, le=7 * 24 * 3600)
     cooldown_s: float = Field(10.0, ge=0)
     # With a model that has a `down` class: a fall is raised only once the person has stayed down
     # this long after the descent (0: at once, on the descent alone). Costs this much latency.
@@ -118,8 +120,18 @@ class MqttConfig(_Section):
     tls: TlsConfig = TlsConfig()
     qos: Literal[0, 1, 2] = 1
     protocol: Literal["5", "3.1.1"] = "5"
-    keepalive_s: int = Field(30, ge=5)
+    keepalive_s: int = Field(30, ge=5, le=65535)  # MQTT's own limit
     client_id: str | None = None
+
+    @field_validator("topic_prefix", "discovery_prefix")
+    @classmethod
+    def _topic(cls, v: str) -> str:
+        if not TOPIC.fullmatch(v) or v.startswith("/") or v.endswith("/") or "//" in v:
+            raise ValueError(
+                "a topic prefix such as edge_hf or homeassistant: no '+' or '#' wildcards, no "
+                "empty levels"
+            )
+        return v
 
     @model_validator(mode="after")
     def _one_secret(self) -> MqttConfig:
@@ -170,7 +182,7 @@ class Config(_Section):
     @field_validator("device_id")
     @classmethod
     def _device(cls, v: str) -> str:
-        if not NAME.match(v):
+        if not NAME.fullmatch(v):
             raise ValueError("use letters, digits, '_' and '-' only (it becomes an MQTT topic)")
         return v
 
