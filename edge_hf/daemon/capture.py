@@ -116,34 +116,48 @@ class CaptureThread(threading.Thread):
         self.stats = CameraStats()
 
     def run(self) -> None:
+        """Open, pump, reopen with backoff; an unexpected error restarts the camera."""
         backoff = 0.5
         while not self._stop_event.is_set():
-            src = self._make_source()
             try:
-                src.open()
-            except SourceError as exc:
-                self._set_stalled(str(exc))
+                ended, backoff = self._session(backoff)
+            except Exception as exc:  # a bug or a driver fault must not end the camera for good
+                log.exception("%s: capture failed (%s); restarting the camera", self.camera, exc)
+                self._set_stalled(f"capture failed: {type(exc).__name__}: {exc}")
+                ended = False
                 self._stop_event.wait(backoff)
                 backoff = min(backoff * 2, self.max_backoff_s)
                 self.stats.reconnects += 1
-                continue
-            log.info("%s: opened %s", self.camera, src.description)
-            self.stats.state = "online"
-            self.stats.last_frame_at = time.monotonic()  # the stall clock starts at the open
-            backoff = 0.5
-            try:
-                ended = self._pump(src)
-            finally:
-                src.release()
             if ended:
-                self.stats.state = "ended"
-                log.info("%s: end of %s", self.camera, src.description)
                 return
-            if not self._stop_event.is_set():
-                self._set_stalled(f"{src.description} stopped delivering frames")
-                self._stop_event.wait(backoff)
-                self.stats.reconnects += 1
         self.stats.state = "stopped"
+
+    def _session(self, backoff: float) -> tuple[bool, float]:
+        """One open-pump-release round; (the file ended, the next backoff)."""
+        src = self._make_source()
+        try:
+            src.open()
+        except SourceError as exc:
+            self._set_stalled(str(exc))
+            self._stop_event.wait(backoff)
+            self.stats.reconnects += 1
+            return False, min(backoff * 2, self.max_backoff_s)
+        log.info("%s: opened %s", self.camera, src.description)
+        self.stats.state = "online"
+        self.stats.last_frame_at = time.monotonic()  # the stall clock starts at the open
+        try:
+            ended = self._pump(src)
+        finally:
+            src.release()
+        if ended:
+            self.stats.state = "ended"
+            log.info("%s: end of %s", self.camera, src.description)
+            return True, 0.5
+        if not self._stop_event.is_set():
+            self._set_stalled(f"{src.description} stopped delivering frames")
+            self._stop_event.wait(0.5)
+            self.stats.reconnects += 1
+        return False, 0.5
 
     def _set_stalled(self, reason: str) -> None:
         if self.stats.state != "stalled":

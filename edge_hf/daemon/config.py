@@ -121,6 +121,8 @@ class MqttConfig(_Section):
     qos: Literal[0, 1, 2] = 1
     protocol: Literal["5", "3.1.1"] = "5"
     keepalive_s: int = Field(30, ge=5, le=65535)  # MQTT's own limit
+    # Bound on the outbox file (besides its 100 000 rows); unset: no byte bound.
+    outbox_max_mb: float | None = Field(None, gt=0, le=100_000)
     client_id: str | None = None
 
     @field_validator("topic_prefix", "discovery_prefix")

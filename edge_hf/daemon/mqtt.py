@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import ssl
+import sys
 import threading
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.status import SinkHealth, Snapshot
 
 log = logging.getLogger(__name__)
+WATCH_S = 2.0  # how often the network thread is checked
 
 
 def apply_auth_tls(client: mqtt.Client, cfg: MqttConfig) -> None:
@@ -69,7 +71,8 @@ class MqttSink:
         self.cameras = cameras
         self.model_name = model_name
         self.base = f"{cfg.topic_prefix}/{device_id}"
-        self.outbox = Outbox(state_dir / "outbox.sqlite3")
+        max_bytes = int(cfg.outbox_max_mb * 1e6) if cfg.outbox_max_mb else None
+        self.outbox = Outbox(state_dir / "outbox.sqlite3", max_bytes=max_bytes)
         self.connected = threading.Event()
         self.last_error = ""
         self._lock = threading.Lock()
@@ -94,7 +97,12 @@ class MqttSink:
         client.reconnect_delay_set(min_delay=1, max_delay=30)
         client.max_queued_messages_set(0)  # unbounded in memory; the outbox is the bound
         client.on_connect = self._on_connect
+        client.on_connect_fail = self._on_connect_fail
         client.on_disconnect = self._on_disconnect
+        # An exception in one of our callbacks is logged, not raised: raised, it would end paho's
+        # network thread and with it every later alert, silently.
+        client.suppress_exceptions = True
+        client.enable_logger(logging.getLogger("edge_hf.daemon.paho"))
         client.on_publish = self._on_publish
         client.on_message = self._on_message
         return client
@@ -114,6 +122,26 @@ class MqttSink:
             self._publish(topic, payload, qos, retain, row_id)
         self.client.connect_async(self.cfg.host, self.cfg.port, keepalive=self.cfg.keepalive_s)
         self.client.loop_start()
+        threading.Thread(target=self._watch_network_thread, name="mqtt-watch", daemon=True).start()
+
+    def _watch_network_thread(self) -> None:
+        """Rebuild the client if paho's network thread ever dies (nothing would be sent again)."""
+        while not self._closing:
+            time.sleep(WATCH_S)
+            # paho clears `_thread` when its thread ends; only close() (with _closing) may end it.
+            thread = getattr(self.client, "_thread", None)
+            if self._closing or (thread is not None and thread.is_alive()):
+                continue
+            log.error("MQTT network thread ended unexpectedly: rebuilding the client")
+            self.connected.clear()
+            with self._lock:
+                self._inflight.clear()
+                self._early.clear()
+            self.client = self._make_client()
+            for row_id, topic, payload, qos, retain in self.outbox.pending():
+                self._publish(topic, payload, qos, retain, row_id)
+            self.client.connect_async(self.cfg.host, self.cfg.port, keepalive=self.cfg.keepalive_s)
+            self.client.loop_start()
 
     # ------------------------------------------------------------------ callbacks (paho's thread)
 
@@ -133,6 +161,15 @@ class MqttSink:
         # Subscriptions belong here: a reconnect starts a fresh session without them.
         client.subscribe(f"{self.cfg.discovery_prefix}/status", qos=1)
         self._announce()
+
+    def _on_connect_fail(self, _client: mqtt.Client, _userdata: Any) -> None:
+        # paho calls this inside its `except OSError`: the exception says why (refused, DNS,
+        # TLS verification or handshake).
+        exc = sys.exc_info()[1]
+        error = f"MQTT broker {self.broker} unreachable: {exc or 'connection failed'}"
+        if error != self.last_error:  # once per distinct problem, not on every retry
+            log.error("%s (alerts are kept in the outbox; retrying)", error)
+        self.last_error = error
 
     def _on_disconnect(
         self, _client: mqtt.Client, _userdata: Any, _flags: Any, reason: ReasonCode, _props: Any
@@ -240,7 +277,8 @@ class MqttSink:
         self._publish(f"{self.base}/stats", payload, 0, True, None)
 
     def health(self) -> list[SinkHealth]:
-        return [SinkHealth("mqtt", self.connected.is_set(), len(self.outbox), self.outbox.dropped)]
+        o = self.outbox
+        return [SinkHealth("mqtt", self.connected.is_set(), len(o), o.dropped, o.degraded)]
 
     def camera_status(self, camera: str, status: str) -> None:
         self._status[camera] = status

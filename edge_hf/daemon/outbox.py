@@ -3,6 +3,12 @@
 SQLite in WAL mode with synchronous=FULL: a row that `add` returned survives `kill -9` and a power
 cut. Rows come back in insertion order. The outbox is bounded: past `max_rows` the oldest rows are
 dropped and counted (a box offline for months must not fill its disk), and the drop is logged.
+
+A write that fails (disk full, I/O error) never loses the alert and never raises: the message is
+kept in memory (negative ids), the sink publishes it anyway, every later `add` first retries
+writing the kept ones, and the failure is logged once per episode (`degraded` while it lasts). A
+file that is not a database is moved aside (`outbox.sqlite3.corrupt-<time>`, kept for inspection)
+and a new one started.
 """
 
 from __future__ import annotations
@@ -15,66 +21,157 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+Row = tuple[int, str, bytes, int, bool]
+
 
 class Outbox:
     """Pending messages (topic, payload, qos, retain), oldest first."""
 
-    def __init__(self, path: Path, max_rows: int = 100_000) -> None:
+    def __init__(self, path: Path, max_rows: int = 100_000, max_bytes: int | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.max_rows = max_rows
         self.dropped = 0
+        self.degraded = False  # writes are failing: alerts are held in memory
+        self._memory: dict[int, tuple[str, bytes, int, bool]] = {}  # id < 0 -> message
+        self._next_memory_id = -1
+        # memory id -> disk id of messages moved to disk (an ack may still name the memory id)
+        self._moved: dict[int, int] = {}
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS outbox ("
-            " id INTEGER PRIMARY KEY AUTOINCREMENT,"
-            " topic TEXT NOT NULL, payload BLOB NOT NULL, qos INTEGER NOT NULL,"
-            " retain INTEGER NOT NULL, created REAL NOT NULL)"
-        )
+        try:
+            self._db = self._open(max_bytes)
+        except sqlite3.DatabaseError as exc:
+            aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
+            for suffix in ("", "-wal", "-shm"):
+                old = Path(str(path) + suffix)
+                if old.exists():
+                    old.rename(Path(str(aside) + suffix))
+            log.warning(
+                "outbox %s is unreadable (%s): moved aside to %s, starting a new one; alerts "
+                "waiting in it (if any) were not sent",
+                path, exc, aside,
+            )  # fmt: skip
+            self._db = self._open(max_bytes)
+
+    def _open(self, max_bytes: int | None) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            if max_bytes is not None:  # a size bound on disk, besides the row bound
+                page = int(db.execute("PRAGMA page_size").fetchone()[0])
+                db.execute(f"PRAGMA max_page_count={max(8, max_bytes // page)}")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS outbox ("
+                " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " topic TEXT NOT NULL, payload BLOB NOT NULL, qos INTEGER NOT NULL,"
+                " retain INTEGER NOT NULL, created REAL NOT NULL)"
+            )
+            db.execute("SELECT COUNT(*) FROM outbox").fetchone()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    def set_max_bytes(self, max_bytes: int) -> None:
+        """Change the size bound (tests: the disk "gets space back")."""
+        with self._lock:
+            page = int(self._db.execute("PRAGMA page_size").fetchone()[0])
+            self._db.execute(f"PRAGMA max_page_count={max(8, max_bytes // page)}")
 
     def add(self, topic: str, payload: bytes, qos: int, retain: bool = False) -> int:
-        """Persist a message; returns its id once it is on disk."""
+        """Persist a message; returns its id (negative: held in memory, the disk refused it)."""
         with self._lock:
-            cur = self._db.execute(
-                "INSERT INTO outbox (topic, payload, qos, retain, created) VALUES (?, ?, ?, ?, ?)",
-                (topic, payload, qos, int(retain), time.time()),
-            )
-            row_id = int(cur.lastrowid or 0)
-            excess = self._count() - self.max_rows
-            if excess > 0:
-                self._db.execute(
-                    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT ?)",
-                    (excess,),
-                )
-                self.dropped += excess
-                log.error(
-                    "outbox full (%d rows): dropped the %d oldest alerts", self.max_rows, excess
-                )
+            self._flush_memory()
+            if not self._memory:
+                try:
+                    return self._insert(topic, payload, qos, retain)
+                except sqlite3.Error as exc:
+                    self._degrade(exc)
+            row_id = self._next_memory_id
+            self._next_memory_id -= 1
+            self._memory[row_id] = (topic, payload, qos, retain)
+            if len(self._memory) > self.max_rows:  # bounded in memory too: drop the oldest
+                del self._memory[max(self._memory)]
+                self.dropped += 1
             return row_id
+
+    def _insert(self, topic: str, payload: bytes, qos: int, retain: bool) -> int:
+        cur = self._db.execute(
+            "INSERT INTO outbox (topic, payload, qos, retain, created) VALUES (?, ?, ?, ?, ?)",
+            (topic, payload, qos, int(retain), time.time()),
+        )
+        row_id = int(cur.lastrowid or 0)
+        excess = self._count() - self.max_rows
+        if excess > 0:
+            self._db.execute(
+                "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT ?)",
+                (excess,),
+            )
+            self.dropped += excess
+            log.error("outbox full (%d rows): dropped the %d oldest alerts", self.max_rows, excess)
+        return row_id
+
+    def _degrade(self, exc: sqlite3.Error) -> None:
+        if not self.degraded:
+            log.error(
+                "outbox %s: cannot write (%s); alerts are kept in memory and published directly "
+                "until it can (a restart meanwhile would lose the unacknowledged ones)",
+                self.path, exc,
+            )  # fmt: skip
+        self.degraded = True
+
+    def _flush_memory(self) -> None:
+        """Move messages held in memory to disk, oldest first, while the disk takes them."""
+        for row_id in sorted(self._memory, reverse=True):  # -1 is the oldest
+            try:
+                disk_id = self._insert(*self._memory[row_id])
+            except sqlite3.Error as exc:
+                self._degrade(exc)
+                return
+            del self._memory[row_id]
+            self._moved[row_id] = disk_id
+        if self.degraded:
+            self.degraded = False
+            log.warning("outbox %s: writing again; alerts held in memory are on disk", self.path)
 
     def remove(self, row_id: int) -> None:
         """The broker acknowledged it."""
         with self._lock:
-            self._db.execute("DELETE FROM outbox WHERE id = ?", (row_id,))
+            if row_id < 0:
+                if self._memory.pop(row_id, None) is not None:
+                    return
+                moved = self._moved.pop(row_id, None)
+                if moved is None:
+                    return
+                row_id = moved
+            try:
+                self._db.execute("DELETE FROM outbox WHERE id = ?", (row_id,))
+            except sqlite3.Error as exc:
+                self._degrade(exc)
 
-    def pending(self) -> list[tuple[int, str, bytes, int, bool]]:
-        """All rows, oldest first."""
+    def pending(self) -> list[Row]:
+        """All rows, oldest first (those on disk, then those held in memory)."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT id, topic, payload, qos, retain FROM outbox ORDER BY id"
             ).fetchall()
-        return [(int(r[0]), str(r[1]), bytes(r[2]), int(r[3]), bool(r[4])) for r in rows]
+            held = [(i, *m) for i, m in sorted(self._memory.items(), reverse=True)]
+        disk = [(int(r[0]), str(r[1]), bytes(r[2]), int(r[3]), bool(r[4])) for r in rows]
+        return disk + [(int(i), str(t), bytes(p), int(q), bool(r)) for i, t, p, q, r in held]
 
     def _count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])
 
     def __len__(self) -> int:
         with self._lock:
-            return self._count()
+            return self._count() + len(self._memory)
 
     def close(self) -> None:
         with self._lock:
+            if self._memory:
+                log.error(
+                    "outbox %s: %d unacknowledged alert(s) held in memory are lost at exit "
+                    "(the disk refused them)", self.path, len(self._memory),
+                )  # fmt: skip
             self._db.close()

@@ -82,6 +82,11 @@ class SnapshotCollector(Collector):
                 value=sink.dropped,
             )
             yield GaugeMetricFamily(
+                "edge_hf_outbox_degraded",
+                "1 while the outbox cannot write to disk (alerts held in memory)",
+                value=float(sink.degraded),
+            )
+            yield GaugeMetricFamily(
                 "edge_hf_mqtt_connected",
                 "1 while connected to the broker",
                 value=float(sink.connected),

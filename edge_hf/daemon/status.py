@@ -19,6 +19,7 @@ class SinkHealth:
     connected: bool
     queued: int  # alerts waiting for an acknowledgement
     dropped: int  # alerts given up (outbox full)
+    degraded: bool = False  # the outbox cannot write: alerts are held in memory
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Snapshot:
         for s in self.sinks:
             if s.name == "mqtt":
                 out["outbox_depth"], out["outbox_dropped"] = s.queued, s.dropped
+                out["outbox_degraded"] = s.degraded
         return out
 
     def status_line(self) -> str:

@@ -1,0 +1,211 @@
+"""Faults a 24/7 daemon meets: a full disk, a corrupt outbox, a capture thread that raises, paho's
+network thread dying, and configs or models that must be refused in one line at `check`."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge_hf.daemon.capture import CaptureThread
+from edge_hf.daemon.config import MqttConfig
+from edge_hf.daemon.mqtt import MqttSink
+from edge_hf.daemon.outbox import Outbox
+from edge_hf.daemon.ring import FrameRing
+from edge_hf.daemon.sources import OpenCVSource
+from tests.broker import Broker
+from tests.conftest import SHARED_DATA
+from tests.test_mqtt import Subscriber, _event
+
+# ------------------------------------------------------------------ outbox
+
+
+def test_a_full_outbox_keeps_alerts_in_memory_then_writes_them_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    box = Outbox(tmp_path / "o.sqlite3", max_bytes=40_000)
+    payload = b"x" * 2000
+    ids = []
+    with caplog.at_level(logging.ERROR, logger="edge_hf.daemon.outbox"):
+        for i in range(60):  # ~120 kB into a 40 kB file: the disk "fills"
+            ids.append(box.add(f"t/{i}", payload, 1))
+    held = [i for i in ids if i < 0]
+    assert held and box.degraded, "the disk refused some: they are held, not lost"
+    assert len(box) == 60 and [r[1] for r in box.pending()] == [f"t/{i}" for i in range(60)]
+    assert sum("cannot write" in r.message for r in caplog.records) == 1, "logged once"
+    box.remove(held[0])  # an ack for a held message
+    assert len(box) == 59
+    box.set_max_bytes(10_000_000)  # space returns
+    box.add("t/60", payload, 1)
+    assert not box.degraded and all(r[0] > 0 for r in box.pending()), "all on disk again"
+    assert [r[1] for r in box.pending()][-2:] == ["t/59", "t/60"], "order kept"
+    box.remove(held[1])  # an ack naming the memory id of a message now on disk
+    assert len(box) == 59
+    box.close()
+    assert len(Outbox(tmp_path / "o.sqlite3")) == 59, "on disk: survives a restart"
+
+
+def test_a_corrupt_outbox_is_moved_aside_and_a_new_one_started(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "outbox.sqlite3"
+    path.write_bytes(b"this is not a database" * 100)
+    with caplog.at_level(logging.WARNING):
+        box = Outbox(path)
+    assert box.add("t", b"p", 1) > 0 and len(box) == 1
+    aside = list(tmp_path.glob("outbox.sqlite3.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes().startswith(b"this is not")
+    assert any("moved aside" in r.message for r in caplog.records)
+    with pytest.raises(sqlite3.DatabaseError):
+        sqlite3.connect(str(aside[0])).execute("SELECT * FROM outbox")
+
+
+@pytest.fixture
+def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
+    b = Broker(tmp_path / "broker").start()
+    yield b
+    b.stop()
+
+
+def test_broker_down_and_disk_full_every_alert_still_arrives_once(
+    broker: Broker, tmp_path: Path
+) -> None:
+    sub = Subscriber(broker.port, "edge_hf/+/+/event")
+    time.sleep(0.5)
+    cfg = MqttConfig(enabled=True, port=broker.port, outbox_max_mb=0.04)
+    sink = MqttSink(cfg, "box", ["hall"], tmp_path / "state")
+    sink.start()
+    assert sink.connected.wait(10)
+    broker.stop()
+    n = 150  # far more than 40 kB of outbox holds
+    for i in range(n):
+        sink.send(_event(i))
+    assert sink.outbox.degraded and len(sink.outbox) == n + 1, "150 events + the fall state ON"
+    assert sink.health()[0].degraded
+    broker.start()
+    sub.wait_for(lambda m: len({e for t, e, _ in m}) >= n, timeout=40)
+    ids = [e["event_id"] for e in sub.events()]
+    assert list(dict.fromkeys(ids)) == [_event(i).event_id for i in range(n)], "all, in order"
+    sink.close()
+    sub.close()
+
+
+def test_a_corrupt_outbox_does_not_stop_the_sink(broker: Broker, tmp_path: Path) -> None:
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "outbox.sqlite3").write_bytes(b"\x00garbage" * 500)
+    sub = Subscriber(broker.port, "edge_hf/+/+/event")
+    time.sleep(0.5)
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path / "state")
+    sink.start()
+    sink.send(_event(3))
+    sub.wait_for(lambda m: len(m) >= 1)
+    assert sub.events()[0]["event_id"] == _event(3).event_id
+    sink.close()
+    sub.close()
+
+
+def test_paho_network_thread_ending_is_noticed_and_the_client_rebuilt(
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sub = Subscriber(broker.port, "edge_hf/+/+/event")
+    time.sleep(0.5)
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
+    sink.start()
+    assert sink.connected.wait(10)
+    first = sink.client
+    with caplog.at_level(logging.ERROR):
+        first._thread_terminate = True  # the network thread ends as if it had crashed
+        deadline = time.monotonic() + 15
+        while sink.client is first and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sink.client is not first, "a new client replaced the dead one"
+        assert sink.connected.wait(10)
+    assert any("network thread ended" in r.message for r in caplog.records)
+    sink.send(_event(9))
+    sub.wait_for(lambda m: len(m) >= 1)
+    sink.close()
+    sub.close()
+
+
+# ------------------------------------------------------------------ capture
+
+
+class _FaultySource(OpenCVSource):
+    """A real file source whose read() raises once, after a few frames (a driver fault)."""
+
+    faults = 0
+
+    def read(self) -> tuple[np.ndarray, float] | None:
+        got = super().read()
+        self.reads = getattr(self, "reads", 0) + 1
+        if _FaultySource.faults == 0 and self.reads >= 5:
+            _FaultySource.faults += 1
+            raise RuntimeError("simulated driver fault")
+        return got
+
+
+def test_a_capture_thread_that_raises_comes_back(caplog: pytest.LogCaptureFixture) -> None:
+    video = SHARED_DATA / "capture" / "vtest.avi"
+    if not video.exists():
+        pytest.skip("../shared/data not present")
+    stop = threading.Event()
+    ring = FrameRing(16, (32, 32, 3))
+    thread = CaptureThread(
+        "cam", lambda: _FaultySource(str(video), live=False, loop=True), ring, 0.01,
+        (32, 32), stop, max_backoff_s=0.5,
+    )  # fmt: skip
+    with caplog.at_level(logging.ERROR):
+        thread.start()
+        deadline = time.monotonic() + 20
+        while thread.stats.frames_read < 50 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    stop.set()
+    thread.join(10)
+    assert _FaultySource.faults == 1 and thread.stats.reconnects >= 1
+    assert thread.stats.frames_read >= 50, "frames again after the fault"
+    assert any("capture failed" in r.message for r in caplog.records)
+
+
+# ------------------------------------------------------------------ refused at check
+
+
+HOSTILE = [
+    ("discovery wildcard", "mqtt: {enabled: true, discovery_prefix: ha/+}", "mqtt.discovery_prefix"),
+    ("topic wildcard", "mqtt: {topic_prefix: 'a/#'}", "mqtt.topic_prefix"),
+    ("keepalive", "mqtt: {keepalive_s: 100000000}", "mqtt.keepalive_s"),
+    ("infinite open timeout", "cameras: [{name: a, source: x.mp4, open_timeout_s: .inf}]", "open_timeout_s"),
+    ("huge stall timeout", "cameras: [{name: a, source: x.mp4, stall_timeout_s: 1e12}]", "stall_timeout_s"),
+    ("newline in a name", 'cameras: [{name: "a\\n", source: x.mp4}]', "cameras[0].name"),
+    ("newline in device_id", 'device_id: "box\\n"', "device_id"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "line", "needle"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_configs_are_one_line_errors_at_check(
+    name: str, line: str, needle: str, tiny_onnx: Path, tmp_path: Path
+) -> None:
+    base = {
+        "device_id": "device_id: box",
+        "cameras": "cameras: [{name: a, source: x.mp4}]",
+        "mqtt": "",
+    }
+    key = line.split(":")[0]
+    base[key] = line
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "\n".join(v for v in base.values() if v)
+        + f"\nmodel: {{path: {tiny_onnx}, providers: [cpu]}}\nstate_dir: {tmp_path / 's'}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "check", "--config", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
