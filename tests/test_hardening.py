@@ -209,3 +209,66 @@ def test_hostile_configs_are_one_line_errors_at_check(
     )  # fmt: skip
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def test_errors_never_echo_a_password() -> None:
+    from edge_hf.core.errors import UserError
+    from edge_hf.daemon.config import parse_config
+    from edge_hf.daemon.sources import _redact
+
+    cams = '[{name: a, source: "rtsp://u:s3cret@h/s"}, {name: a, source: x}]'
+    for text in (
+        f"device_id: b\nmodel: {{path: m.onnx}}\ncameras: {cams}\n",
+        'device_id: b\nmodel: {path: m.onnx}\ncameras: [{name: a, source: "rtsp://u:s3cret@h/s", enabled: false}]\n',
+    ):
+        with pytest.raises(UserError) as info:
+            parse_config(text, "c.yaml")
+        assert "s3cret" not in str(info.value) and "c.yaml:1" in str(info.value)
+    assert _redact("rtsp://user:p@ss@cam.local:554/s") == "rtsp://user:***@cam.local:554/s"
+
+
+def test_a_second_daemon_on_the_same_state_dir_is_refused(tiny_onnx: Path, tmp_path: Path) -> None:
+    video = SHARED_DATA / "capture" / "vtest.avi"
+    if not video.exists():
+        pytest.skip("../shared/data not present")
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"device_id: t\nmodel: {{path: {tiny_onnx}, providers: [cpu]}}\n"
+        f"cameras: [{{name: a, source: {video}, loop: true}}]\nstate_dir: {tmp_path / 'state'}\n"
+    )
+    cmd = [sys.executable, "-m", "edge_hf.cli", "run", "--config", str(config)]
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        lock = tmp_path / "state" / "edge-hf.lock"
+        while time.monotonic() < deadline and not (lock.exists() and lock.read_text().strip()):
+            time.sleep(0.2)
+        second = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=60)
+        lines = second.stderr.strip().splitlines()
+        assert second.returncode == 2 and len(lines) == 1, second.stderr
+        assert f"in use by another edge-hf (pid {first.pid})" in lines[0]
+    finally:
+        first.terminate()
+        first.communicate(timeout=30)
+    assert first.returncode == 0
+    again = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    again.terminate()
+    _, err = again.communicate(timeout=30)
+    assert "in use" not in err, "the lock goes with the process"
+
+
+def test_replay_warns_when_a_file_stops_decoding_early(tiny_onnx: Path, tmp_path: Path) -> None:
+    tree = SHARED_DATA / "capture" / "tree.avi"
+    if not tree.exists():
+        pytest.skip("../shared/data not present")
+    odd = tmp_path / "my fall#1.avi"  # spaces and '#' in the name become the camera's name
+    odd.write_bytes(tree.read_bytes())
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "replay", "--model", str(tiny_onnx), "--video",
+         str(odd), "--state-dir", str(tmp_path / "s")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "decoding stopped at frame 68 of the 444" in proc.stderr
+    assert "Traceback" not in proc.stderr

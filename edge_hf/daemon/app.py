@@ -16,6 +16,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from edge_hf.core.contract import ModelContract
 from edge_hf.core.errors import UserError
@@ -119,10 +120,35 @@ def _install_stop_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+def _lock_state_dir(state_dir: Path) -> IO[str]:
+    """Hold an exclusive lock on `state_dir` for the process's life: two daemons sharing one
+    would fight over the MQTT client id and send every fall twice."""
+    import fcntl
+    import os
+
+    lock = (state_dir / "edge-hf.lock").open("a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        other = lock.read().strip() or "?"
+        lock.close()
+        raise UserError(
+            f"state_dir: {state_dir} is in use by another edge-hf (pid {other}); give each "
+            "daemon its own state_dir"
+        ) from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
+
+
 def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
     """`edge-hf run`: the daemon until SIGTERM/SIGINT or until every (file) camera has ended."""
     cfg = load_config(config)
     ensure_state_dir(cfg)
+    lock = _lock_state_dir(cfg.state_dir)  # held until the process exits
     notifier = Notifier()
     pipeline = build_pipeline(cfg, make_sink(cfg, statuses), str(config), notifier)
     _install_stop_handlers(pipeline.stop)
@@ -147,6 +173,7 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
         if metrics is not None:
             metrics.close()
         notifier.close()
+        lock.close()
     return 0
 
 

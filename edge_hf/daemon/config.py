@@ -252,7 +252,11 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key (check the spelling; see the README's configuration reference)"
-        value = "" if err["type"] in ("missing", "extra_forbidden") else f" = {err.get('input')!r}"
+        # A section-level problem (duplicate cameras, all disabled) would echo the whole section,
+        # RTSP passwords included: only a single value is ever shown.
+        raw = err.get("input")
+        quiet = err["type"] in ("missing", "extra_forbidden") or isinstance(raw, (dict, list))
+        value = "" if quiet else f" = {raw!r}"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise UserError(f"{source}:{line}: {_dotted(loc)}{value}: {msg}{more}") from None
 

@@ -309,7 +309,14 @@ class Pipeline:
                         last_t, last = t, to_model_rgb(frame, self.size, cam.cfg.crop)
                         self._replay_sample(cam, last, t, origin_unix)
                 finally:
+                    decoded = src.frames_decoded
                     src.release()
+                if src.frame_count and decoded < 0.95 * src.frame_count:
+                    log.warning(
+                        "%s: decoding stopped at frame %d of the %d its header announces: the "
+                        "file is truncated or corrupt, and the rest of it was not analysed",
+                        cam.cfg.name, decoded, src.frame_count,
+                    )  # fmt: skip
                 for k in range(1, round(hold_end_s / cam.interval_s) + 1):
                     if last is not None:
                         self._replay_sample(cam, last, last_t + k * cam.interval_s, origin_unix)

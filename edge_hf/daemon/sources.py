@@ -70,6 +70,7 @@ class OpenCVSource:
         self._cap: cv2.VideoCapture | None = None
         self._fps = 0.0
         self._index = 0
+        self.frame_count = 0
         self._offset_s = 0.0  # media time added per loop of a file
         self._t0 = 0.0
 
@@ -88,6 +89,7 @@ class OpenCVSource:
             raise SourceError(f"cannot open {self.description}")
         self._cap = cap
         self._fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
+        self.frame_count = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0)  # a file's header says
         if not self.live and not (0 < self._fps < 1000):
             self._fps = 30.0
             log.warning("%s: unknown frame rate, assuming 30 fps", self.description)
@@ -119,6 +121,11 @@ class OpenCVSource:
     @property
     def fps(self) -> float:
         return self._fps
+
+    @property
+    def frames_decoded(self) -> int:
+        """Frames read from a file so far (this loop)."""
+        return self._index
 
     def release(self) -> None:
         if self._cap is not None:
@@ -155,4 +162,5 @@ def make_source(
 
 def _redact(url: str) -> str:
     """A URL without its password, for logs."""
-    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
+    # Up to the *last* '@' before the host: a password may itself contain '@' ("p@ss").
+    return re.sub(r"//([^:/@]+):[^/]*@", r"//\1:***@", url)
