@@ -272,3 +272,47 @@ def test_replay_warns_when_a_file_stops_decoding_early(tiny_onnx: Path, tmp_path
     assert proc.returncode == 0, proc.stderr
     assert "decoding stopped at frame 68 of the 444" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _bomb(levels: int = 9) -> str:
+    text = 'a: &a ["x","x","x","x","x","x","x","x","x","x"]\n'
+    for i in range(levels - 1):
+        prev, cur = chr(97 + i), chr(98 + i)
+        text += f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 10) + "]\n"
+    return text
+
+
+HOSTILE_YAML = [
+    ("alias bomb", _bomb(), "aliases expand to more than"),
+    ("5000 deep", "device_id: x\na: " + "[" * 5000 + "]" * 5000 + "\n", "nested more than"),
+    ("deep blocks", "device_id: x\n" + "".join(" " * i + f"k{i}:\n" for i in range(40)) + " " * 40 + "v: 1\n", "nested more than"),
+    ("huge", "device_id: x\n" + "# padding\n" * 200_000, "a config is at most"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "text", "needle"), HOSTILE_YAML, ids=[h[0] for h in HOSTILE_YAML])
+def test_hostile_yaml_is_refused_quickly_in_one_line(
+    name: str, text: str, needle: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "check", "--config", str(path)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr[-500:]
+    assert time.monotonic() - t0 < 60
+
+
+def test_a_config_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"device_id: caf\xe9\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "check", "--config", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert (
+        proc.returncode == 2 and "not UTF-8 text" in proc.stderr and "Traceback" not in proc.stderr
+    )

@@ -202,6 +202,62 @@ class Config(_Section):
         return [c for c in self.cameras if c.enabled]
 
 
+MAX_CONFIG_BYTES = 1_000_000
+MAX_CONFIG_VALUES = 100_000  # after alias expansion: a few cameras need hundreds
+MAX_CONFIG_DEPTH = 20
+
+
+def _check_shape(root: yaml.Node | None, source: str) -> None:
+    """Refuse a document whose aliases expand past MAX_CONFIG_VALUES values (a "billion laughs"
+    bomb) or that nests deeper than MAX_CONFIG_DEPTH, before anything expands it."""
+    size: dict[int, int] = {}  # node id -> values it expands to (shared by its aliases)
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)] if root is not None else []
+    while stack:
+        node, depth, done = stack.pop()
+        if depth > MAX_CONFIG_DEPTH:
+            raise UserError(f"{source}: nested more than {MAX_CONFIG_DEPTH} levels deep")
+        if id(node) in size:
+            continue
+        children = (
+            [v for kv in node.value for v in kv]
+            if isinstance(node, yaml.MappingNode)
+            else list(node.value)
+            if isinstance(node, yaml.SequenceNode)
+            else []
+        )
+        if done or not children:
+            size[id(node)] = 1 + sum(size[id(c)] for c in children)
+            if size[id(node)] > MAX_CONFIG_VALUES:
+                raise UserError(
+                    f"{source}: its aliases expand to more than {MAX_CONFIG_VALUES} values; "
+                    "write the settings out"
+                )
+            continue
+        stack.append((node, depth, True))
+        stack.extend((c, depth + 1, False) for c in children if id(c) not in size)
+
+
+def _flow_depth(text: str) -> int:
+    """The deepest nesting of YAML flow brackets ([ and {) outside quotes and comments."""
+    depth = deepest = 0
+    quote = ""
+    for line in text.splitlines():
+        for ch in line:
+            if quote:
+                quote = "" if ch == quote else quote
+            elif ch in "'\"":
+                quote = ch
+            elif ch == "#":
+                break
+            elif ch in "[{":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif ch in "]}":
+                depth = max(0, depth - 1)
+        quote = "" if quote == "'" else quote
+    return deepest
+
+
 def _line_index(text: str) -> dict[tuple[Any, ...], int]:
     """Map each key path in the YAML document to its 1-based line number."""
     lines: dict[tuple[Any, ...], int] = {}
@@ -217,7 +273,7 @@ def _line_index(text: str) -> dict[tuple[Any, ...], int]:
             for i, item in enumerate(node.value):
                 walk(item, (*path, i))
 
-    root = yaml.compose(text)
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
     if root is not None:
         walk(root, ())
     return lines
@@ -232,8 +288,15 @@ def _dotted(loc: tuple[Any, ...]) -> str:
 
 def parse_config(text: str, source: str = "<config>") -> Config:
     """Validate YAML text; the first problem becomes a one-line UserError naming file, line, key."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise UserError(f"{source}: {len(text)} bytes; a config is at most {MAX_CONFIG_BYTES}")
+    if _flow_depth(text) > MAX_CONFIG_DEPTH:  # before the parser, which is slow on those
+        raise UserError(f"{source}: nested more than {MAX_CONFIG_DEPTH} levels deep")
     try:
+        _check_shape(yaml.compose(text, Loader=yaml.SafeLoader), source)
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise UserError(f"{source}: nested more than {MAX_CONFIG_DEPTH} levels deep") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else source
@@ -312,7 +375,11 @@ def ensure_state_dir(cfg: Config) -> None:
 def load_config(path: Path) -> Config:
     """Read and validate a YAML config file."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"{path}: cannot read the config ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8"
+        ) from None
     return parse_config(text, str(path))
