@@ -318,7 +318,10 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         # A section-level problem (duplicate cameras, all disabled) would echo the whole section,
         # RTSP passwords included: only a single value is ever shown.
         raw = err.get("input")
-        quiet = err["type"] in ("missing", "extra_forbidden") or isinstance(raw, (dict, list))
+        nested = isinstance(raw, dict) or (
+            isinstance(raw, list) and any(isinstance(x, (dict, list)) for x in raw)
+        )
+        quiet = err["type"] in ("missing", "extra_forbidden") or nested
         value = "" if quiet else f" = {raw!r}"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise UserError(f"{source}:{line}: {_dotted(loc)}{value}: {msg}{more}") from None
