@@ -282,7 +282,11 @@ def _daemon_commands(
     p.add_argument("--config", help="daemon config (its first enabled camera is replayed)")
     p.add_argument("--video", help="the video file (overrides the camera's source)")
     p.add_argument("--model", help="ONNX model (overrides model.path; enough with --video)")
-    p.add_argument("--state-dir", default="/tmp/edge-hf-replay", help="without --config")
+    p.add_argument(
+        "--state-dir",
+        default=str(Path.home() / ".cache" / "edge-hf" / "replay"),
+        help="without --config (default: ~/.cache/edge-hf/replay, not world-writable /tmp)",
+    )
     p.add_argument("--timeline-png", help="plot the score timeline to this PNG")
     p.add_argument(
         "--hold-end-s", type=float, default=0.0,

@@ -184,6 +184,8 @@ HOSTILE = [
     ("huge stall timeout", "cameras: [{name: a, source: x.mp4, stall_timeout_s: 1e12}]", "stall_timeout_s"),
     ("newline in a name", 'cameras: [{name: "a\\n", source: x.mp4}]', "cameras[0].name"),
     ("newline in device_id", 'device_id: "box\\n"', "device_id"),
+    ("unreadable password file", "mqtt: {enabled: true, username: u, password_file: /nonexistent/pw}", "mqtt.password_file: cannot read"),
+    ("unreadable TLS CA", "mqtt: {enabled: true, tls: {ca: /nonexistent/ca.crt}}", "mqtt.tls.ca: cannot read"),
 ]  # fmt: skip
 
 

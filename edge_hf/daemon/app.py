@@ -10,6 +10,7 @@ the daemon's commands; cli.py only parses their arguments.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -45,6 +46,7 @@ LIVE_SCORE_HISTORY = 600  # window scores kept per camera live (a minute at 10 H
 def check(path: Path) -> tuple[Config, ModelContract]:
     """What `edge-hf check` validates: the config, the model file, and the one against the other."""
     cfg = load_config(path)
+    cfg.mqtt.check_files()
     contract = read_contract(cfg.model.path)
     check_against_model(cfg, contract, str(path))
     return cfg, contract
@@ -116,8 +118,10 @@ def _install_stop_handlers(stop: threading.Event) -> None:
         logging.getLogger("edge_hf").info("signal %d: stopping", signum)
         stop.set()  # only a flag: the loops notice it within their wait timeouts
 
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    # SIGHUP too: a closed terminal or a reload request ends events cleanly instead of killing
+    # the process mid-alert (the unit's ExecReload restarts the service to reload the config).
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, handler)
 
 
 def _lock_state_dir(state_dir: Path) -> IO[str]:
@@ -147,6 +151,8 @@ def _lock_state_dir(state_dir: Path) -> IO[str]:
 def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
     """`edge-hf run`: the daemon until SIGTERM/SIGINT or until every (file) camera has ended."""
     cfg = load_config(config)
+    cfg.mqtt.check_files()
+    os.umask(0o077)  # the outbox, snapshots and engine cache are for this service alone
     ensure_state_dir(cfg)
     lock = _lock_state_dir(cfg.state_dir)  # held until the process exits
     notifier = Notifier()
@@ -184,7 +190,7 @@ class ReplayRequest:
     config: Path | None = None
     video: Path | None = None
     model: Path | None = None
-    state_dir: Path = Path("/tmp/edge-hf-replay")
+    state_dir: Path = Path.home() / ".cache" / "edge-hf" / "replay"
     origin_unix: float = 0.0
     timeline_png: Path | None = None
     hold_end_s: float = 0.0

@@ -159,6 +159,20 @@ class MqttConfig(_Section):
                 ) from None
         return None
 
+    def check_files(self) -> None:
+        """The secret and TLS files must be readable now (at `check`), not at the first alert."""
+        if not self.enabled:
+            return
+        self.password()
+        for key in ("ca", "cert", "key"):
+            path = getattr(self.tls, key)
+            if path is None:
+                continue
+            try:
+                path.open("rb").close()
+            except OSError as exc:
+                raise UserError(f"mqtt.tls.{key}: cannot read {path} ({exc.strerror})") from None
+
 
 class MetricsConfig(_Section):
     """The Prometheus endpoint (loopback by default: scores reveal activity in a room)."""
