@@ -102,11 +102,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     cfg = load_config(path)
     video = Path(args.video) if args.video else None
     result = calibrate(cfg, args.camera, video, args.minutes or 0.0, args.margin)
-    current = next(
-        (c.threshold for c in cfg.cameras if c.name == args.camera and c.threshold is not None),
-        cfg.model.threshold,
-    )
-    print(result.report(current))
+    print(result.report())
     if args.write:
         write_threshold(path, args.camera, result.threshold)
         print(f"wrote cameras[{args.camera}].threshold = {result.threshold:.3f} to {path}")
@@ -240,6 +236,8 @@ def _training_commands(
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--out", required=True, help="the .onnx file to write")
     p.add_argument("--atol", type=float, default=1e-3, help="largest allowed logit difference")
+    p.add_argument("--threshold", type=float, help="operating point: fall threshold it ships with")
+    p.add_argument("--confirm-s", type=float, help="operating point: detection.confirm_s")
     p.set_defaults(func=_training("export"))
 
     p = sub.add_parser(

@@ -32,7 +32,7 @@ def _good(model: Path, tmp_path: Path) -> str:
 def test_a_good_config_gives_typed_defaults(tiny_onnx: Path, tmp_path: Path) -> None:
     cfg = parse_config(_good(tiny_onnx, tmp_path), "c.yaml")
     assert cfg.model.path == tiny_onnx and cfg.model.providers == ["cpu"]
-    assert cfg.model.threshold == 0.5 and cfg.detection.smoothing == "k_of_n"
+    assert cfg.model.threshold is None and cfg.detection.smoothing == "k_of_n"  # the model's
     assert [c.name for c in cfg.enabled_cameras()] == ["door", "bed"]
     assert cfg.cameras[0].interval_ms is None, "defaults to the model's"
     assert cfg.mqtt.topic_prefix == "edge_hf" and cfg.mqtt.enabled is False

@@ -224,3 +224,32 @@ def test_metadata_is_read_without_loading_the_graph(tiny_onnx: Path, tmp_path: P
     with pytest.raises(ValueError):
         read_metadata(truncated)
     assert np.isfinite(len(expected))
+
+
+def test_the_model_carries_its_operating_point_and_the_config_can_override_it(
+    tmp_path: Path,
+) -> None:
+    from edge_hf.daemon.app import build_pipeline
+    from edge_hf.daemon.sinks import RecordingSink
+    from edge_hf.training.export import export_onnx
+    from edge_hf.training.models import build_model
+    from edge_hf.training.train import TrainConfig, save_checkpoint
+
+    cfg = TrainConfig(data="none", backbone="mobilenet_v3_small", input_size=64,
+                      classes=["adl", "down", "falling"], fall_class="falling", down_class="down")  # fmt: skip
+    save_checkpoint(tmp_path / "m.pt", build_model(cfg.backbone, 3, 3), cfg, cfg.classes)
+    model = tmp_path / "m.onnx"
+    contract = export_onnx(tmp_path / "m.pt", model, threshold=0.42, confirm_s=1.5)
+    assert (contract.threshold, contract.confirm_s, contract.down_class) == (0.42, 1.5, "down")
+    clip = SHARED_CAPTURE / "vtest.avi"
+    p = build_pipeline(_config(model, tmp_path, {"a": clip}), RecordingSink())
+    det = p.cameras[0].detector
+    assert det.threshold == 0.42 and det.cfg.confirm_s == 1.5, "the model's own"
+    assert p.classifier.down_index == 1 and p.classifier.fall_index == 2
+    own = _config(model, tmp_path, {"a": clip}).model_copy(deep=True)
+    own = own.model_copy(update={
+        "model": own.model.model_copy(update={"threshold": 0.6}),
+        "detection": own.detection.model_copy(update={"confirm_s": 0.0}),
+    })  # fmt: skip
+    det = build_pipeline(own, RecordingSink()).cameras[0].detector
+    assert det.threshold == 0.6 and det.cfg.confirm_s == 0.0, "the config wins"

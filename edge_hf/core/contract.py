@@ -29,9 +29,16 @@ class ModelContract:
     # The class of "a person on the floor after a fall" when the model has one (classes adl,
     # falling, down): the daemon can then confirm a fall by the person staying down.
     down_class: str | None = None
+    # The operating point the model was benchmarked at, used unless the config sets its own.
+    threshold: float | None = None
+    confirm_s: float | None = None
 
     def to_metadata(self) -> dict[str, str]:
         extra = {"edge_hf.down_class": self.down_class} if self.down_class else {}
+        if self.threshold is not None:
+            extra["edge_hf.threshold"] = f"{self.threshold:g}"
+        if self.confirm_s is not None:
+            extra["edge_hf.confirm_s"] = f"{self.confirm_s:g}"
         return extra | {
             "edge_hf.window": str(self.window),
             "edge_hf.interval_ms": f"{self.interval_ms:g}",
@@ -77,6 +84,8 @@ class ModelContract:
                 volumes=int(meta.get("edge_hf.volumes", "1")),
                 channel_order=get("channel_order"),
                 down_class=meta.get("edge_hf.down_class") or None,
+                threshold=_float_or_none(meta.get("edge_hf.threshold")),
+                confirm_s=_float_or_none(meta.get("edge_hf.confirm_s")),
             )
         except (ValueError, IndexError, TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{source}: bad edge_hf metadata ({exc})") from None
@@ -96,10 +105,18 @@ class ModelContract:
             problems.append(f"std {list(self.std)} (0-1 scale, > 0)")
         if self.volumes < 1:
             problems.append(f"volumes {self.volumes}")
+        if self.threshold is not None and not 0.0 < self.threshold < 1.0:
+            problems.append(f"threshold {self.threshold} (in (0, 1))")
+        if self.confirm_s is not None and not 0.0 <= self.confirm_s <= 60.0:
+            problems.append(f"confirm_s {self.confirm_s} (0 to 60 s)")
         if not self.classes or len(set(self.classes)) != len(self.classes):
             problems.append(f"classes {list(self.classes)} (non-empty, unique)")
         if problems:
             raise ValueError("; ".join(problems))
+
+
+def _float_or_none(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
 
 
 def _varint(f: BinaryIO) -> int | None:

@@ -40,6 +40,7 @@ from edge_hf.daemon.sources import SourceError
 
 log = logging.getLogger(__name__)
 
+DEFAULT_THRESHOLD = 0.5
 LIVE_SCORE_HISTORY = 600  # window scores kept per camera live (a minute at 10 Hz): bounded
 
 
@@ -73,16 +74,26 @@ def _camera(
     score_history: int | None,
 ) -> CameraRuntime:
     interval_s = (cam.interval_ms or contract.interval_ms) / 1000.0
+    threshold, confirm_s = operating_point(cfg, contract)
     ring = FrameRing(max(4 * contract.window, 16), (*contract.input_size, 3), notify=wake)
     detector = FallDetector(
         cam.name,
         cfg.device_id,
-        cfg.detection,
-        cam.threshold if cam.threshold is not None else cfg.model.threshold,
+        cfg.detection.model_copy(update={"confirm_s": confirm_s}),
+        cam.threshold if cam.threshold is not None else threshold,
         info,
         snapshot_dir=cfg.state_dir / "snapshots",
     )
     return CameraRuntime(cam, interval_s, ring, detector, deque(maxlen=score_history))
+
+
+def operating_point(cfg: Config, contract: ModelContract) -> tuple[float, float]:
+    """(threshold, confirm_s): the config's, else the model's own (its metadata), else 0.5, 0."""
+    threshold = cfg.model.threshold or contract.threshold or DEFAULT_THRESHOLD
+    confirm_s = cfg.detection.confirm_s
+    if confirm_s is None:
+        confirm_s = contract.confirm_s or 0.0
+    return threshold, confirm_s
 
 
 def build_pipeline(
@@ -238,5 +249,6 @@ def replay(req: ReplayRequest) -> int:
         from edge_hf.daemon.timeline import score_timeline_png
 
         scores = {c.cfg.name: (c.interval_s, list(c.scores)) for c in pipeline.cameras}
-        score_timeline_png(req.timeline_png, scores, cfg.model.threshold)
+        threshold, _ = operating_point(cfg, pipeline.classifier.contract)
+        score_timeline_png(req.timeline_png, scores, threshold)
     return 0

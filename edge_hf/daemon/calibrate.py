@@ -43,12 +43,13 @@ class Calibration:
     margin: float
     threshold: float
     events_at_current: int  # fall events the current threshold raised on this recording
+    current: float  # the threshold the camera runs at now (its own, the config's or the model's)
 
-    def report(self, current: float) -> str:
+    def report(self) -> str:
         return (
             f"{self.camera}: {self.windows} windows of normal activity; fall probability p50 "
             f"{self.p50:.3f}, p90 {self.p90:.3f}, p99 {self.p99:.3f}, max {self.max:.3f}; "
-            f"smoothed peak {self.trigger:.3f}; threshold {current:g} raised "
+            f"smoothed peak {self.trigger:.3f}; threshold {self.current:g} raised "
             f"{self.events_at_current} event(s); suggested threshold {self.threshold:.3f} "
             f"(peak + margin {self.margin:g})" + self._warning()
         )
@@ -84,7 +85,7 @@ def _one_camera(cfg: Config, camera: str, video: Path | None) -> Config:
     if not cams:
         names = ", ".join(c.name for c in cfg.cameras)
         raise UserError(f"--camera {camera!r}: no such camera in the config (cameras: {names})")
-    cam = cams[0].model_copy(update={"enabled": True, "threshold": None})
+    cam = cams[0].model_copy(update={"enabled": True})
     if video is not None:
         if not video.is_file():
             raise UserError(f"--video {video}: no such file")
@@ -130,6 +131,7 @@ def calibrate(
         margin=margin,
         threshold=min(MAX_THRESHOLD, trigger + margin),
         events_at_current=sum(e.type == "start" for e in sink.events),
+        current=pipeline.cameras[0].detector.threshold,
     )
 
 

@@ -32,7 +32,8 @@ class ModelConfig(_Section):
 
     path: Path
     providers: list[Provider] = Field(["tensorrt", "cuda", "cpu"], min_length=1)
-    threshold: float = Field(0.5, gt=0.0, lt=1.0)
+    # Unset: the model's own operating point (edge_hf.threshold in its metadata), else 0.5.
+    threshold: float | None = Field(None, gt=0.0, lt=1.0)
     fp16: bool = True  # TensorRT fp16 engine
     # Optional expectations, checked against the model file's own metadata at start.
     window: int | None = Field(None, ge=1)
@@ -89,7 +90,7 @@ class DetectionConfig(_Section):
     cooldown_s: float = Field(10.0, ge=0)
     # With a model that has a `down` class: a fall is raised only once the person has stayed down
     # this long after the descent (0: at once, on the descent alone). Costs this much latency.
-    confirm_s: float = Field(0.0, ge=0, le=60)
+    confirm_s: float | None = Field(None, ge=0, le=60)  # unset: the model's, else 0
     snapshot: bool = False  # JPEG of the window's centre frame, written before the event is sent
 
     @model_validator(mode="after")

@@ -122,6 +122,7 @@ class DetectorCounts:
 
 
 CONFIRM_GRACE_S = 3.0  # a candidate not confirmed this long after confirm_s is dropped
+CONFIRM_LEVEL = 0.5  # mean P(falling or down) over confirm_s: more likely on the floor than up
 
 
 class FallDetector:
@@ -171,7 +172,7 @@ class FallDetector:
             if self._candidate is not None:
                 return self._confirm(score, t, down)
             if t >= self._cooldown_until and self._smoothed_above():
-                if self.cfg.confirm_s <= 0 or down is None:
+                if not self.cfg.confirm_s or down is None:
                     return [self._start(score, t, centre_frame)]
                 frame = None if centre_frame is None else centre_frame.copy()
                 self._candidate = _Candidate(t, score, frame)
@@ -191,15 +192,17 @@ class FallDetector:
     def _confirm(self, score: float, t: float, down: float | None) -> list[FallEvent]:
         c = self._candidate
         assert c is not None  # called only with a candidate
+        confirm_s = self.cfg.confirm_s or 0.0
         c.peak_score = max(c.peak_score, score)
-        self._down.append((t, down if down is not None else 0.0))
-        while self._down and self._down[0][0] < t - self.cfg.confirm_s:
+        # "Not up": falling or down (1 - P(adl)); a person still sinking counts as down.
+        self._down.append((t, score + (down or 0.0)))
+        while self._down and self._down[0][0] < t - confirm_s:
             self._down.popleft()
         stayed = sum(d for _, d in self._down) / len(self._down)
-        if t - c.started >= self.cfg.confirm_s and stayed >= self.threshold:
+        if t - c.started >= confirm_s and stayed >= CONFIRM_LEVEL:
             self._candidate = None
             return [self._start(c.peak_score, t, c.frame, started=c.started)]
-        if t - c.started > self.cfg.confirm_s + CONFIRM_GRACE_S:
+        if t - c.started > confirm_s + CONFIRM_GRACE_S:
             self._candidate = None
             self.counts.unconfirmed += 1
             log.info("%s: descent at %.1f not followed by lying: no alarm", self.camera, c.started)

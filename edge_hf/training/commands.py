@@ -94,7 +94,10 @@ def export(args: argparse.Namespace) -> int:
     from edge_hf.training.export import ExportError, export_onnx
 
     try:
-        contract = export_onnx(Path(args.checkpoint), Path(args.out), atol=args.atol)
+        contract = export_onnx(
+            Path(args.checkpoint), Path(args.out), atol=args.atol, threshold=args.threshold,
+            confirm_s=args.confirm_s,
+        )  # fmt: skip
     except ExportError as exc:
         print(f"edge-hf export: {exc}", file=sys.stderr)
         return 1

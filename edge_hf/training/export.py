@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -39,14 +40,21 @@ def contract_from_config(cfg: TrainConfig, classes: list[str]) -> ModelContract:
 
 
 def export_onnx(
-    checkpoint: Path, out: Path, atol: float = 1e-3, sample: torch.Tensor | None = None
+    checkpoint: Path,
+    out: Path,
+    atol: float = 1e-3,
+    sample: torch.Tensor | None = None,
+    threshold: float | None = None,
+    confirm_s: float | None = None,
 ) -> ModelContract:
     """Write `out` from `checkpoint`, then run the ONNX checker and an ORT-vs-PyTorch parity check.
 
+    `threshold` / `confirm_s` record the operating point the model was benchmarked at: the daemon
+    uses them unless its config sets `model.threshold` / `detection.confirm_s`.
     Raises ExportError when the checker fails or the largest logit difference exceeds `atol`.
     """
     model, cfg, classes = load_checkpoint(checkpoint)
-    contract = contract_from_config(cfg, classes)
+    contract = replace(contract_from_config(cfg, classes), threshold=threshold, confirm_s=confirm_s)
     write_onnx(model, contract, out)
     h, w = contract.input_size
     channels = 3 * contract.window * contract.volumes
