@@ -318,3 +318,29 @@ def test_a_config_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     assert (
         proc.returncode == 2 and "not UTF-8 text" in proc.stderr and "Traceback" not in proc.stderr
     )
+
+
+def test_a_burst_of_home_assistant_online_messages_gives_one_rediscovery(
+    broker: Broker, tmp_path: Path
+) -> None:
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    sub = Subscriber(broker.port, "homeassistant/binary_sensor/#")
+    time.sleep(0.5)
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
+    sink.start()
+    assert sink.connected.wait(10)
+    sub.wait_for(lambda m: len(m) >= 1)
+    before = len(sub.messages)
+    ha = mqtt.Client(CallbackAPIVersion.VERSION2)
+    ha.connect("127.0.0.1", broker.port)
+    ha.loop_start()
+    for _ in range(200):
+        ha.publish("homeassistant/status", "online", qos=1)
+    time.sleep(3)
+    ha.loop_stop()
+    resent = len(sub.messages) - before
+    assert 1 <= resent <= 3, resent
+    sink.close()
+    sub.close()

@@ -39,6 +39,7 @@ from edge_hf.daemon.status import SinkHealth, Snapshot
 
 log = logging.getLogger(__name__)
 WATCH_S = 2.0  # how often the network thread is checked
+ANNOUNCE_DELAY_S = 1.0  # Home Assistant "online" bursts are answered once, this much later
 
 
 def apply_auth_tls(client: mqtt.Client, cfg: MqttConfig) -> None:
@@ -81,6 +82,7 @@ class MqttSink:
         self._status: dict[str, str] = {}
         self._fall: dict[str, str] = {c: "OFF" for c in cameras}
         self._closing = False
+        self._announce_timer: threading.Timer | None = None
         self.client = self._make_client()
 
     # ------------------------------------------------------------------ set-up
@@ -194,6 +196,16 @@ class MqttSink:
 
     def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         if msg.topic == f"{self.cfg.discovery_prefix}/status" and msg.payload == b"online":
+            # Coalesced: a burst of "online" messages gives one re-send a second at most.
+            with self._lock:
+                if self._announce_timer is not None and self._announce_timer.is_alive():
+                    return
+                self._announce_timer = threading.Timer(ANNOUNCE_DELAY_S, self._reannounce)
+                self._announce_timer.daemon = True
+                self._announce_timer.start()
+
+    def _reannounce(self) -> None:
+        if self.connected.is_set() and not self._closing:
             log.info("Home Assistant came online: re-sending discovery")
             self._announce()
 
@@ -225,7 +237,7 @@ class MqttSink:
         self._publish(f"{self.base}/availability", "online", 1, True, None)
         for cam in self.cameras:
             self._publish(
-                f"{self.base}/{cam}/status", self._status.get(cam, "online"), 1, True, None
+                f"{self.base}/{cam}/status", self._status.get(cam, "offline"), 1, True, None
             )
             self._publish(
                 f"{self.cfg.discovery_prefix}/binary_sensor/{self.device_id}/{cam}_fall/config",
