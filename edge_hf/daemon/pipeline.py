@@ -303,6 +303,7 @@ class Pipeline:
                     src.open()
                 except SourceError as exc:
                     raise SourceError(f"cameras.{cam.cfg.name}.source: {exc}") from None
+                self.sink.camera_status(cam.cfg.name, "online")
                 last_t, last = 0.0, None
                 try:
                     for t, frame in sample_by_media_time(src, cam.interval_s):
