@@ -453,7 +453,7 @@ def main() -> None:
     p.add_argument("--out", default="benchmarks/results/real")
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), help="rows to run, in order")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    p.add_argument("--shipped", default="models/fall-real-mobilenet_v3_small-t3.onnx",
+    p.add_argument("--shipped", default="",
                    help="also replay this model as the 'before' row (empty: skip)")  # fmt: skip
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--samples-per-clip", type=int, default=6)
@@ -463,6 +463,7 @@ def main() -> None:
         "--rescore", action="store_true", help="replay every run's saved fold models again"
     )
     p.add_argument("--final", metavar="VARIANT", help="train this row's recipe on all clips")
+    p.add_argument("--runs-file", help="results JSON (default <out>/runs.json), e.g. per process")
     p.add_argument("--export", default="models/fall-real.onnx", help="where --final writes")
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -470,7 +471,7 @@ def main() -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     items = load_items(Path(a.gmdcsa), Path(a.assist))
-    runs_file = out / "runs.json"
+    runs_file = Path(a.runs_file) if a.runs_file else out / "runs.json"
     runs: dict[str, Any] = json.loads(runs_file.read_text()) if runs_file.exists() else {}
     recipe = {k: getattr(a, k) for k in ("epochs", "samples_per_clip", "lr", "camera_aug")}
 
