@@ -319,9 +319,16 @@ def test_run_batches_two_cameras_and_stops_on_sigterm(
         [sys.executable, "-m", "edge_hf.cli", "run", "--config", str(path), "--statuses"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(6)
+    # Stop once both cameras said they are online (a fixed sleep fails on a loaded machine).
+    assert proc.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and sum('"online"' in x for x in seen) < 2:
+        seen.append(proc.stdout.readline())
+    time.sleep(1)
     proc.terminate()
-    out, err = proc.communicate(timeout=20)
+    out, err = proc.communicate(timeout=30)
+    out = "".join(seen) + out
     assert proc.returncode == 0, err
     statuses = [json.loads(x) for x in out.splitlines() if '"status"' in x]
     assert {(s["camera"], s["status"]) for s in statuses} >= {

@@ -102,6 +102,7 @@ def build_pipeline(
     config_name: str = "config",
     notifier: Notifier | None = None,
     score_history: int | None = LIVE_SCORE_HISTORY,
+    stop: threading.Event | None = None,
 ) -> Pipeline:
     """Every part of the daemon from one Config, in dependency order; the model loads once."""
     notifier = notifier or Notifier("")
@@ -121,7 +122,7 @@ def build_pipeline(
     info = ModelInfo(cfg.model.path.name, contract.window, contract.interval_ms)
     wake = threading.Event()
     cameras = [_camera(cfg, c, contract, info, wake, score_history) for c in cfg.enabled_cameras()]
-    return Pipeline(cfg, classifier, builder, cameras, sink, wake, notifier)
+    return Pipeline(cfg, classifier, builder, cameras, sink, wake, notifier, stop=stop)
 
 
 def _install_stop_handlers(stop: threading.Event) -> None:
@@ -161,14 +162,15 @@ def _lock_state_dir(state_dir: Path) -> IO[str]:
 
 def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
     """`edge-hf run`: the daemon until SIGTERM/SIGINT or until every (file) camera has ended."""
+    stop = threading.Event()
+    _install_stop_handlers(stop)  # first: a TERM while the model loads still ends cleanly
     cfg = load_config(config)
     cfg.mqtt.check_files()
     os.umask(0o077)  # the outbox, snapshots and engine cache are for this service alone
     ensure_state_dir(cfg)
     lock = _lock_state_dir(cfg.state_dir)  # held until the process exits
     notifier = Notifier()
-    pipeline = build_pipeline(cfg, make_sink(cfg, statuses), str(config), notifier)
-    _install_stop_handlers(pipeline.stop)
+    pipeline = build_pipeline(cfg, make_sink(cfg, statuses), str(config), notifier, stop=stop)
     metrics = None
     if cfg.metrics.enabled:
         from edge_hf.daemon.prometheus import Metrics

@@ -100,6 +100,7 @@ class Pipeline:
         notifier: Notifier | None = None,
         on_batch: Callable[[float], None] | None = None,
         stuck_after_s: float = 15.0,
+        stop: threading.Event | None = None,
     ) -> None:
         self.cfg = cfg
         self.classifier = classifier
@@ -109,7 +110,7 @@ class Pipeline:
         self.notifier = notifier or Notifier("")
         self.on_batch = on_batch  # e.g. the Prometheus inference histogram, in seconds
         self.stuck_after_s = stuck_after_s
-        self.stop = threading.Event()
+        self.stop = stop or threading.Event()  # given by `app.run`: set by signal handlers
         self._new_sample = wake  # every camera's ring sets it on a write
         self.stats = PipelineStats()
         self.window = classifier.contract.window
