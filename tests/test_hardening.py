@@ -111,14 +111,20 @@ def test_a_corrupt_outbox_does_not_stop_the_sink(broker: Broker, tmp_path: Path)
     sub.close()
 
 
-def test_paho_network_thread_ending_is_noticed_and_the_client_rebuilt(
-    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    sub = Subscriber(broker.port, "edge_hf/+/+/event")
+def _connected(broker: Broker, tmp_path: Path, topic: str) -> tuple[Subscriber, MqttSink]:
+    """A subscriber on `topic`, then a started MQTT sink that has connected."""
+    sub = Subscriber(broker.port, topic)
     time.sleep(0.5)
     sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
     sink.start()
     assert sink.connected.wait(10)
+    return sub, sink
+
+
+def test_paho_network_thread_ending_is_noticed_and_the_client_rebuilt(
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sub, sink = _connected(broker, tmp_path, "edge_hf/+/+/event")
     first = sink.client
     with caplog.at_level(logging.ERROR):
         first._thread_terminate = True  # the network thread ends as if it had crashed
@@ -326,11 +332,7 @@ def test_a_burst_of_home_assistant_online_messages_gives_one_rediscovery(
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion
 
-    sub = Subscriber(broker.port, "homeassistant/binary_sensor/#")
-    time.sleep(0.5)
-    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
-    sink.start()
-    assert sink.connected.wait(10)
+    sub, sink = _connected(broker, tmp_path, "homeassistant/binary_sensor/#")
     sub.wait_for(lambda m: len(m) >= 1)
     before = len(sub.messages)
     ha = mqtt.Client(CallbackAPIVersion.VERSION2)
