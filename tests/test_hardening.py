@@ -346,3 +346,22 @@ def test_a_burst_of_home_assistant_online_messages_gives_one_rediscovery(
     assert 1 <= resent <= 3, resent
     sink.close()
     sub.close()
+
+
+def test_a_crop_past_the_frame_is_one_line_at_replay(tiny_onnx: Path, tmp_path: Path) -> None:
+    video = SHARED_DATA / "capture" / "vtest.avi"  # 768x576
+    if not video.exists():
+        pytest.skip("../shared/data not present")
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"device_id: t\nmodel: {{path: {tiny_onnx}, providers: [cpu]}}\n"
+        f"cameras: [{{name: a, source: {video}, crop: [700, 0, 200, 100]}}]\n"
+        f"state_dir: {tmp_path / 's'}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "--log-level", "WARNING", "replay", "--config", str(config)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(lines) == 1 and "reaches past the 768x576 frame" in lines[-1], proc.stderr

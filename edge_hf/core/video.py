@@ -14,6 +14,10 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 
+class VideoError(Exception):
+    """A video that cannot be opened or has no decodable frame."""
+
+
 Crop = tuple[int, int, int, int]  # x, y, width, height in pixels of the source frame
 
 
@@ -29,6 +33,12 @@ def to_model_rgb(
     h, w = size
     if crop is not None:
         x, y, cw, ch = crop
+        fh, fw = frame_bgr.shape[:2]
+        if x + cw > fw or y + ch > fh:
+            raise VideoError(
+                f"crop [{x}, {y}, {cw}, {ch}] reaches past the {fw}x{fh} frame; "
+                "give x + w <= width and y + h <= height"
+            )
         frame_bgr = frame_bgr[y : y + ch, x : x + cw]
     if frame_bgr.shape[:2] != (h, w):
         frame_bgr = cv2.resize(frame_bgr, (w, h), interpolation=cv2.INTER_AREA)
@@ -41,10 +51,6 @@ class DecodedVideo:
 
     frames: np.ndarray  # (N, H, W, 3) uint8 RGB
     fps: float
-
-
-class VideoError(Exception):
-    """A video that cannot be opened or has no decodable frame."""
 
 
 def _decode_opencv(path: Path, size: tuple[int, int], crop: Crop | None) -> DecodedVideo:

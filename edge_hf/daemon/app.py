@@ -23,6 +23,7 @@ from edge_hf.core.contract import ModelContract
 from edge_hf.core.errors import UserError
 from edge_hf.core.hyperframe import HyperframeBuilder, use_one_cpu_thread
 from edge_hf.core.runtime import read_contract
+from edge_hf.core.video import VideoError
 from edge_hf.daemon.classifier import OnnxFallClassifier
 from edge_hf.daemon.config import (
     CameraConfig,
@@ -244,7 +245,7 @@ def replay(req: ReplayRequest) -> int:
     t0 = time.perf_counter()
     try:
         pipeline.replay(req.origin_unix, req.hold_end_s)
-    except SourceError as exc:
+    except (SourceError, VideoError) as exc:
         raise UserError(str(exc)) from None
     log.debug("replay took %.1f s", time.perf_counter() - t0)
     if req.timeline_png is not None:

@@ -21,9 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from edge_hf.core.errors import UserError
+from edge_hf.core.video import VideoError
 from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.config import Config, DetectionConfig, ensure_state_dir, load_config
 from edge_hf.daemon.sinks import RecordingSink
+from edge_hf.daemon.sources import SourceError
 
 log = logging.getLogger(__name__)
 MAX_THRESHOLD = 0.99
@@ -104,7 +106,10 @@ def calibrate(
     sink = RecordingSink()
     pipeline = build_pipeline(one, sink, "calibrate", score_history=None)
     if video is not None:
-        pipeline.replay()
+        try:
+            pipeline.replay()
+        except (SourceError, VideoError) as exc:
+            raise UserError(f"cameras.{camera}: {exc}") from None
     else:
         if not 0 < minutes <= 24 * 60:
             raise UserError(f"--minutes {minutes:g}: give 0 < minutes <= 1440 (or --video FILE)")

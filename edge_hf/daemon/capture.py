@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge_hf.core.video import to_model_rgb
+from edge_hf.core.video import VideoError, to_model_rgb
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sources import FrameSource, OpenCVSource, SourceError
 
@@ -147,6 +147,10 @@ class CaptureThread(threading.Thread):
         self.stats.last_frame_at = time.monotonic()  # the stall clock starts at the open
         try:
             ended = self._pump(src)
+        except VideoError as exc:  # e.g. a crop that does not fit this camera's frames
+            self._set_stalled(f"cameras.{self.camera}: {exc}")
+            self._stop_event.wait(self.max_backoff_s)
+            return False, self.max_backoff_s
         finally:
             src.release()
         if ended:

@@ -101,6 +101,8 @@ def export(args: argparse.Namespace) -> int:
     except ExportError as exc:
         print(f"edge-hf export: {exc}", file=sys.stderr)
         return 1
+    except ValueError as exc:  # an operating point the contract refuses (--threshold 1.5)
+        raise UserError(f"--threshold/--confirm-s: {exc}") from None
     print(f"wrote {args.out}: {contract.backbone} T={contract.window} classes={contract.classes}")
     return 0
 
