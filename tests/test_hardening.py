@@ -16,7 +16,7 @@ import pytest
 
 from edge_hf.daemon.capture import CaptureThread
 from edge_hf.daemon.config import MqttConfig
-from edge_hf.daemon.mqtt import MqttSink
+from edge_hf.daemon.mqtt import HAND_OVER, MqttSink
 from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sources import OpenCVSource
@@ -365,3 +365,124 @@ def test_a_crop_past_the_frame_is_one_line_at_replay(tiny_onnx: Path, tmp_path: 
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert len(lines) == 1 and "reaches past the 768x576 frame" in lines[-1], proc.stderr
+
+
+# ------------------------------------------------------------------ long outages, state_dir
+
+
+def test_a_long_outage_costs_disk_not_memory_and_keeps_order(
+    broker: Broker, tmp_path: Path
+) -> None:
+    sub = Subscriber(broker.port, "edge_hf/+/+/event")
+    time.sleep(0.5)
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path / "s")
+    sink.start()
+    assert sink.connected.wait(10)
+    broker.stop()
+    n = 1000  # start, end, start, end...: the fall state flips 1000 times while offline
+    events = [_event(i, "start" if i % 2 == 0 else "end") for i in range(n - 1)]
+    for i, e in enumerate(events):
+        sink.send(e)
+        sink.camera_status("hall", "stalled" if i % 2 else "online")
+    queued = [m.topic for m in sink.client._out_messages.values()]  # paho's in-memory queue
+    alerts = [t for t in queued if t.endswith(("/event", "/fall"))]
+    assert len(alerts) <= HAND_OVER, f"paho holds {len(alerts)} alerts; the rest wait on disk"
+    assert len(queued) - len(alerts) <= 10, "camera states are not queued while offline"
+    assert len(sink.outbox) == 2 * len(events), "every event and every ON/OFF waits on disk"
+    broker.start()
+    sub.wait_for(lambda m: len({e for _, e, _ in m}) >= len(events), timeout=60)
+    ids = [e["event_id"] for e in sub.events()]
+    assert list(dict.fromkeys(ids)) == [e.event_id for e in events], "all, in order"
+    deadline = time.monotonic() + 20
+    while len(sink.outbox) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(sink.outbox) == 0
+    late = Subscriber(broker.port, "edge_hf/box/hall/fall")  # a newcomer reads the retained state
+    got = late.wait_for(lambda m: len(m) >= 1)
+    assert got[-1][1] == b"ON", "the last change (a start) wins: no older OFF overtook it"
+    late.close()
+    sink.close()
+    sub.close()
+
+
+def test_dropped_alerts_are_reported_once_a_minute_not_once_each(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    box = Outbox(tmp_path / "o.sqlite3", max_rows=10)
+    with caplog.at_level(logging.ERROR, logger="edge_hf.daemon.outbox"):
+        for i in range(100):
+            box.add("t", f"{i}".encode(), 1)
+    assert box.dropped == 90 and len(box) == 10
+    lines = [r.message for r in caplog.records if "dropped" in r.message]
+    assert len(lines) == 1, lines
+    assert [p for _, _, p, _, _ in box.pending()] == [f"{i}".encode() for i in range(90, 100)]
+    box.close()
+
+
+def test_links_and_shared_folders_in_state_dir_are_refused(tmp_path: Path) -> None:
+    from edge_hf.core.errors import UserError
+    from edge_hf.daemon.config import Config, ensure_state_dir
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp: anyone can plant files there
+    with pytest.raises(UserError, match="writable by other users"):
+        ensure_state_dir(Config.model_construct(state_dir=shared))
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "outbox.sqlite3").symlink_to(victim)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"device_id: t\nmodel: {{path: {tmp_path / 'm.onnx'}}}\n"
+        f"cameras: [{{name: a, source: /dev/null}}]\nstate_dir: {state}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "run", "--config", str(config)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "outbox.sqlite3 is a symbolic link" in lines[0]
+    assert victim.read_text() == "precious\n", "the link's target is untouched"
+    fresh = tmp_path / "fresh" / "state"
+    ensure_state_dir(Config.model_construct(state_dir=fresh))
+    assert fresh.stat().st_mode & 0o777 == 0o700, "a state_dir we create is ours alone"
+
+
+def test_a_camera_slow_to_open_does_not_hold_up_the_others(tiny_onnx: Path, tmp_path: Path) -> None:
+    import socket
+
+    from edge_hf.daemon.app import build_pipeline
+    from edge_hf.daemon.config import Config
+    from edge_hf.daemon.sinks import RecordingSink
+
+    video = SHARED_DATA / "capture" / "vtest.avi"
+    if not video.exists():
+        pytest.skip("../shared/data not present")
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts, never answers: RTSP open hangs
+    port = silent.getsockname()[1]
+    cfg = Config.model_validate({
+        "device_id": "t",
+        "model": {"path": str(tiny_onnx), "providers": ["cpu"]},
+        "cameras": [
+            {"name": "good", "source": str(video), "loop": True},
+            {"name": "slow", "source": f"rtsp://127.0.0.1:{port}/cam", "open_timeout_s": 12},
+        ],
+        "state_dir": str(tmp_path / "state"),
+    })  # fmt: skip
+    pipeline = build_pipeline(cfg, RecordingSink(), score_history=None)
+    pipeline.start()
+    runner = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
+    runner.start()
+    try:
+        time.sleep(6)
+        good, slow = pipeline.snapshot().cameras
+        assert slow.state == "starting", "still trying its first open"
+        assert good.windows > 0, "the healthy camera is classified meanwhile"
+        assert good.dropped == 0, "and loses no frames waiting for the slow one"
+    finally:
+        pipeline.stop.set()
+        runner.join(30)
+        silent.close()

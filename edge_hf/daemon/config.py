@@ -376,16 +376,47 @@ def check_against_model(cfg: Config, contract: Any, source: str = "config") -> N
             )
 
 
+# What the daemon keeps in state_dir: none of it may be a link planted by someone else.
+STATE_ENTRIES = (
+    "outbox.sqlite3", "outbox.sqlite3-wal", "outbox.sqlite3-shm", "outbox.sqlite3-journal",
+    "edge-hf.lock", "snapshots", "trt-cache", ".write-test",
+)  # fmt: skip
+
+
 def ensure_state_dir(cfg: Config) -> None:
-    """Create `state_dir` (outbox, snapshots, TensorRT cache) or fail in one line."""
+    """Create `state_dir` (outbox, snapshots, TensorRT cache) or fail in one line.
+
+    The daemon (often root) writes there, so a folder other users can write to is refused (they
+    could plant `outbox.sqlite3 -> /etc/shadow`), and so is a link in place of any of its files.
+    `state_dir` itself may be a link the administrator made.
+    """
+    state = cfg.state_dir
     try:
-        cfg.state_dir.mkdir(parents=True, exist_ok=True)
-        probe = cfg.state_dir / ".write-test"
+        state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mode = state.stat().st_mode
+    except OSError as exc:
+        raise UserError(
+            f"state_dir: cannot create {state} ({exc.strerror}); set state_dir to a writable "
+            "folder or run as the service user"
+        ) from None
+    if mode & 0o022:
+        raise UserError(
+            f"state_dir: {state} is writable by other users (mode {mode & 0o7777:o}); use a "
+            "folder only the service user can write, e.g. /var/lib/edge-hf (chmod 700)"
+        )
+    for name in STATE_ENTRIES:
+        if (state / name).is_symlink():
+            raise UserError(
+                f"state_dir: {state / name} is a symbolic link; edge-hf does not follow links in "
+                "its state_dir: remove it"
+            )
+    try:
+        probe = state / ".write-test"
         probe.touch()
         probe.unlink()
     except OSError as exc:
         raise UserError(
-            f"state_dir: cannot write to {cfg.state_dir} ({exc.strerror}); set state_dir to a "
+            f"state_dir: cannot write to {state} ({exc.strerror}); set state_dir to a "
             "writable folder or run as the service user"
         ) from None
 

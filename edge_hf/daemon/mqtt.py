@@ -1,11 +1,14 @@
 """MQTT alerts that are never lost: durable outbox, availability, state, Home Assistant discovery.
 
-Delivery contract: at least once. Every event (and every fall ON/OFF state change) is written to
-the SQLite outbox under `state_dir` before it is handed to paho, and deleted only in `on_publish`
-for its message id, i.e. once the broker acknowledged it (QoS 1). paho queues QoS 1 messages
-published while disconnected in memory and re-sends unacknowledged ones after a reconnect; the
-outbox covers what memory cannot: a daemon killed (even with SIGKILL) before the broker acked is
-replayed, oldest first, at the next start. Subscribers de-duplicate by `event_id`.
+Delivery contract: at least once, in order. Every event (and every fall ON/OFF state change) is
+written to the SQLite outbox under `state_dir` before it is handed to paho, and deleted only in
+`on_publish` for its message id, i.e. once the broker acknowledged it (QoS 1). paho holds at most
+`HAND_OVER` unacknowledged alerts in memory (it re-sends them after a reconnect); past that, alerts
+wait in the outbox and are handed over oldest first as acks come back, so a week-long broker outage
+costs disk, not memory, and a later OFF never overtakes an earlier ON. A daemon killed (even with
+SIGKILL) before the broker acked replays the outbox, oldest first, at the next start. Subscribers
+de-duplicate by `event_id`. Camera status and discovery published while disconnected are not
+queued: every (re)connect announces the current state.
 
 Topics (prefix `edge_hf` by default):
 - `<prefix>/<device>/availability`       retained `online` / `offline` (also the last will)
@@ -39,6 +42,7 @@ from edge_hf.daemon.status import SinkHealth, Snapshot
 
 log = logging.getLogger(__name__)
 WATCH_S = 2.0  # how often the network thread is checked
+HAND_OVER = 100  # most alerts held in paho's memory at once; the rest wait in the outbox
 ANNOUNCE_DELAY_S = 1.0  # Home Assistant "online" bursts are answered once, this much later
 
 
@@ -83,6 +87,11 @@ class MqttSink:
         self._fall: dict[str, str] = {c: "OFF" for c in cameras}
         self._closing = False
         self._announce_timer: threading.Timer | None = None
+        # Alerts go to paho in outbox order: while `_backlog` is set, new ones wait in the outbox
+        # behind older ones and the sender thread hands them over as paho's window frees up.
+        self._send_lock = threading.Lock()
+        self._backlog = False
+        self._refill = threading.Event()
         self.client = self._make_client()
 
     # ------------------------------------------------------------------ set-up
@@ -115,35 +124,64 @@ class MqttSink:
 
     def start(self) -> None:
         """Replay the outbox, then connect in the background (never blocks on the broker)."""
-        pending = self.outbox.pending()
-        if pending:
+        waiting = len(self.outbox)
+        if waiting:
             log.warning(
-                "outbox: %d undelivered alert(s) from an earlier run, sending first", len(pending)
+                "outbox: %d undelivered alert(s) from an earlier run, sending first", waiting
             )
-        for row_id, topic, payload, qos, retain in pending:
-            self._publish(topic, payload, qos, retain, row_id)
+            self._backlog = True
+            self._hand_over()
         self.client.connect_async(self.cfg.host, self.cfg.port, keepalive=self.cfg.keepalive_s)
         self.client.loop_start()
-        threading.Thread(target=self._watch_network_thread, name="mqtt-watch", daemon=True).start()
+        threading.Thread(target=self._sender, name="mqtt-sender", daemon=True).start()
 
-    def _watch_network_thread(self) -> None:
-        """Rebuild the client if paho's network thread ever dies (nothing would be sent again)."""
+    def _held(self) -> set[int]:
+        """Outbox rows paho holds (handed over, not yet acknowledged)."""
+        with self._lock:
+            rows = [r for r in self._inflight.values() if r is not None]
+        return {self.outbox.current_id(r) for r in rows}
+
+    def _hand_over(self) -> None:
+        """Give paho the oldest waiting alerts, up to `HAND_OVER` held at once, in outbox order."""
+        with self._send_lock:
+            if not self._backlog:
+                return
+            held = self._held()
+            room = HAND_OVER - len(held)
+            if room <= 0:
+                return
+            # Held rows are the oldest ones, so the first len(held) + room rows cover the window.
+            waiting = [r for r in self.outbox.pending(len(held) + room) if r[0] not in held]
+            for row_id, topic, payload, qos, retain in waiting:
+                self._publish(topic, payload, qos, retain, row_id)
+            if len(waiting) < room:  # nothing else waits: new alerts may go straight to paho
+                self._backlog = False
+
+    def _sender(self) -> None:
+        """Hands waiting alerts to paho as acks free its window, and rebuilds the client if
+        paho's network thread ever dies (nothing would be sent again)."""
         while not self._closing:
-            time.sleep(WATCH_S)
+            if self._refill.wait(WATCH_S):
+                self._refill.clear()
+            if self._closing:
+                return
             # paho clears `_thread` when its thread ends; only close() (with _closing) may end it.
             thread = getattr(self.client, "_thread", None)
-            if self._closing or (thread is not None and thread.is_alive()):
-                continue
-            log.error("MQTT network thread ended unexpectedly: rebuilding the client")
-            self.connected.clear()
+            if thread is None or not thread.is_alive():
+                self._rebuild()
+            self._hand_over()
+
+    def _rebuild(self) -> None:
+        log.error("MQTT network thread ended unexpectedly: rebuilding the client")
+        self.connected.clear()
+        with self._send_lock:
             with self._lock:
                 self._inflight.clear()
                 self._early.clear()
+            self._backlog = len(self.outbox) > 0  # all of it is re-sent, oldest first
             self.client = self._make_client()
-            for row_id, topic, payload, qos, retain in self.outbox.pending():
-                self._publish(topic, payload, qos, retain, row_id)
-            self.client.connect_async(self.cfg.host, self.cfg.port, keepalive=self.cfg.keepalive_s)
-            self.client.loop_start()
+        self.client.connect_async(self.cfg.host, self.cfg.port, keepalive=self.cfg.keepalive_s)
+        self.client.loop_start()
 
     # ------------------------------------------------------------------ callbacks (paho's thread)
 
@@ -191,8 +229,13 @@ class MqttSink:
                 self._early.add(mid)
                 return
             row = self._inflight.pop(mid)
+            # Refill in batches, when half the window is free; not here: paho holds its lock
+            # while it calls us, and the sender takes ours.
+            refill = self._backlog and len(self._inflight) <= HAND_OVER // 2
         if row is not None:
             self.outbox.remove(row)
+        if refill:
+            self._refill.set()
 
     def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         if msg.topic == f"{self.cfg.discovery_prefix}/status" and msg.payload == b"online":
@@ -215,8 +258,10 @@ class MqttSink:
         self, topic: str, payload: bytes | str, qos: int, retain: bool, row: int | None
     ) -> None:
         info = self.client.publish(topic, payload, qos=qos, retain=retain)
-        # The return code says "no connection" while offline, yet paho queued the message: only
-        # on_publish tells delivery. Register the mid, unless its ack already came.
+        if qos == 0 and info.rc != mqtt.MQTT_ERR_SUCCESS:
+            return  # not queued by paho (offline): no on_publish will ever come for it
+        # For QoS 1 the return code says "no connection" while offline, yet paho queued the
+        # message: only on_publish tells delivery. Register the mid, unless its ack already came.
         with self._lock:
             if info.mid in self._early:
                 self._early.discard(info.mid)
@@ -229,8 +274,18 @@ class MqttSink:
 
     def _durable(self, topic: str, payload: str, retain: bool = False) -> None:
         data = payload.encode()
-        row = self.outbox.add(topic, data, self.cfg.qos, retain)
-        self._publish(topic, data, self.cfg.qos, retain, row)
+        with self._send_lock:
+            row = self.outbox.add(topic, data, self.cfg.qos, retain)
+            if not self._backlog and len(self._held()) < HAND_OVER:
+                self._publish(topic, data, self.cfg.qos, retain, row)
+                return
+            self._backlog = True  # it waits behind the older ones; the sender hands it over
+        self._refill.set()
+
+    def _state(self, topic: str, payload: str) -> None:
+        """Retained QoS 1 state: sent when connected; every (re)connect re-announces it."""
+        if self.connected.is_set():
+            self._publish(topic, payload, 1, True, None)
 
     def _announce(self) -> None:
         """Availability, camera states and discovery: re-sent on every (re)connect."""
@@ -285,8 +340,9 @@ class MqttSink:
             self._durable(f"{self.base}/{cam}/fall", state, retain=True)
 
     def stats(self, snapshot: Snapshot) -> None:
-        payload = json.dumps(snapshot.stats_payload(), sort_keys=True)
-        self._publish(f"{self.base}/stats", payload, 0, True, None)
+        if self.connected.is_set():
+            payload = json.dumps(snapshot.stats_payload(), sort_keys=True)
+            self._publish(f"{self.base}/stats", payload, 0, True, None)
 
     def health(self) -> list[SinkHealth]:
         o = self.outbox
@@ -294,7 +350,7 @@ class MqttSink:
 
     def camera_status(self, camera: str, status: str) -> None:
         self._status[camera] = status
-        self._publish(f"{self.base}/{camera}/status", status, 1, True, None)
+        self._state(f"{self.base}/{camera}/status", status)
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Give pending alerts `timeout_s` to be acked, say offline, disconnect."""
@@ -302,6 +358,7 @@ class MqttSink:
         while self.connected.is_set() and len(self.outbox) and time.monotonic() < deadline:
             time.sleep(0.05)
         self._closing = True
+        self._refill.set()
         info = self.client.publish(f"{self.base}/availability", "offline", qos=1, retain=True)
         if self.connected.is_set():
             # If the connection drops meanwhile, the last will says offline for us.

@@ -2,7 +2,8 @@
 
 SQLite in WAL mode with synchronous=FULL: a row that `add` returned survives `kill -9` and a power
 cut. Rows come back in insertion order. The outbox is bounded: past `max_rows` the oldest rows are
-dropped and counted (a box offline for months must not fill its disk), and the drop is logged.
+dropped and counted (a box offline for months must not fill its disk), and the drops are logged
+once a minute at most, with their count.
 
 A write that fails (disk full, I/O error) never loses the alert and never raises: the message is
 kept in memory (negative ids), the sink publishes it anyway, every later `add` first retries
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+DROP_LOG_EVERY_S = 60.0  # one "dropped" line per minute at most, however many alerts go
 
 Row = tuple[int, str, bytes, int, bool]
 
@@ -32,6 +34,8 @@ class Outbox:
         self.path = path
         self.max_rows = max_rows
         self.dropped = 0
+        self._dropped_logged = 0  # `dropped` as of the last log line
+        self._drop_logged_at = -DROP_LOG_EVERY_S
         self.degraded = False  # writes are failing: alerts are held in memory
         self._memory: dict[int, tuple[str, bytes, int, bool]] = {}  # id < 0 -> message
         self._next_memory_id = -1
@@ -94,6 +98,7 @@ class Outbox:
             if len(self._memory) > self.max_rows:  # bounded in memory too: drop the oldest
                 del self._memory[max(self._memory)]
                 self.dropped += 1
+                self._log_drops()
             return row_id
 
     def _insert(self, topic: str, payload: bytes, qos: int, retain: bool) -> int:
@@ -109,8 +114,20 @@ class Outbox:
                 (excess,),
             )
             self.dropped += excess
-            log.error("outbox full (%d rows): dropped the %d oldest alerts", self.max_rows, excess)
+            self._log_drops()
         return row_id
+
+    def _log_drops(self) -> None:
+        now = time.monotonic()
+        if now - self._drop_logged_at < DROP_LOG_EVERY_S:
+            return
+        log.error(
+            "outbox full (%d alerts): dropped the %d oldest since the last report (%d in all); "
+            "the broker has not acknowledged anything for a long time",
+            self.max_rows, self.dropped - self._dropped_logged, self.dropped,
+        )  # fmt: skip
+        self._dropped_logged = self.dropped
+        self._drop_logged_at = now
 
     def _degrade(self, exc: sqlite3.Error) -> None:
         if not self.degraded:
@@ -150,15 +167,27 @@ class Outbox:
             except sqlite3.Error as exc:
                 self._degrade(exc)
 
-    def pending(self) -> list[Row]:
-        """All rows, oldest first (those on disk, then those held in memory)."""
+    def pending(self, limit: int | None = None) -> list[Row]:
+        """The oldest `limit` rows (all by default), oldest first: those on disk, then those
+        held in memory."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT id, topic, payload, qos, retain FROM outbox ORDER BY id"
-            ).fetchall()
+            try:
+                rows = self._db.execute(
+                    "SELECT id, topic, payload, qos, retain FROM outbox ORDER BY id LIMIT ?",
+                    (-1 if limit is None else limit,),
+                ).fetchall()
+            except sqlite3.Error as exc:
+                self._degrade(exc)
+                rows = []
             held = [(i, *m) for i, m in sorted(self._memory.items(), reverse=True)]
         disk = [(int(r[0]), str(r[1]), bytes(r[2]), int(r[3]), bool(r[4])) for r in rows]
-        return disk + [(int(i), str(t), bytes(p), int(q), bool(r)) for i, t, p, q, r in held]
+        out = disk + [(int(i), str(t), bytes(p), int(q), bool(r)) for i, t, p, q, r in held]
+        return out if limit is None else out[:limit]
+
+    def current_id(self, row_id: int) -> int:
+        """The id a row has now (a message held in memory gets a disk id once written)."""
+        with self._lock:
+            return self._moved.get(row_id, row_id)
 
     def _count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 
 RECENT = 1000  # inference and latency samples kept for percentiles
+READY_WAIT_S = 15.0  # systemd READY waits this long at most for every camera's first open
 
 
 @dataclass
@@ -111,6 +112,7 @@ class Pipeline:
         self.on_batch = on_batch  # e.g. the Prometheus inference histogram, in seconds
         self.stuck_after_s = stuck_after_s
         self.stop = stop or threading.Event()  # given by `app.run`: set by signal handlers
+        self._ready_by: float | None = None  # set by start()
         self._new_sample = wake  # every camera's ring sets it on a write
         self.stats = PipelineStats()
         self.window = classifier.contract.window
@@ -195,11 +197,18 @@ class Pipeline:
                 c.stall_timeout_s, crop=c.crop,
             )  # fmt: skip
             cam.thread.start()
-        deadline = time.monotonic() + 15  # READY once every camera has tried its first open
-        while time.monotonic() < deadline and any(
+        # READY once every camera has tried its first open (or after READY_WAIT_S), said by the
+        # inference loop: a camera slow to open must not hold up the healthy ones.
+        self._ready_by = time.monotonic() + READY_WAIT_S
+
+    def _say_ready(self, now: float) -> None:
+        if self._ready_by is None:
+            return
+        if now < self._ready_by and any(
             c.thread is not None and c.thread.stats.state == "starting" for c in self.cameras
         ):
-            time.sleep(0.05)
+            return
+        self._ready_by = None
         self.notifier.ready(self.snapshot().status_line())
 
     def snapshot(self) -> Snapshot:
@@ -244,6 +253,7 @@ class Pipeline:
                     self.process(due, lambda t: t + wall_offset)
                 self._update_status()
                 now = time.monotonic()
+                self._say_ready(now)
                 if now >= next_stats:
                     next_stats = now + self.cfg.stats_interval_s
                     self.sink.stats(self.snapshot())
