@@ -8,7 +8,7 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 EXTRAS := cpu,train,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv mosquitto lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card clean
+.PHONY: help venv mosquitto lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card bench-outage clean
 
 help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips"
@@ -119,6 +119,10 @@ BENCH_VIDEO ?= ../shared/data/capture/vtest.avi
 bench: $(STAMP) mosquitto
 	$(VENV)/bin/edge-hf --log-level warning bench --out benchmarks/results --seconds 6 --soak-s 600 \
 		$(if $(wildcard $(BENCH_VIDEO)),--video $(BENCH_VIDEO))
+
+# Memory of a long broker outage (20 000 alerts offline, then the drain): one JSON line.
+bench-outage: $(STAMP) mosquitto
+	$(PY) benchmarks/outage_memory.py --events 20000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
