@@ -150,7 +150,9 @@ def test_ring_never_blocks_the_writer_and_counts_drops() -> None:
 
 
 def _detector(**kw: object) -> FallDetector:
-    cfg = DetectionConfig(**{"k": 2, "n": 3, "end_after": 3, "cooldown_s": 5.0, **kw})  # type: ignore[arg-type]
+    cfg = DetectionConfig(
+        **{"k": 2, "n": 3, "end_after": 3, "cooldown_s": 5.0, "latch": False, **kw}
+    )  # type: ignore[arg-type]
     return FallDetector("cam", "dev", cfg, 0.5, ModelInfo("m.onnx", 3, 100.0))
 
 

@@ -60,6 +60,9 @@ class _CountingSink:
     def health(self) -> list[SinkHealth]:
         return []
 
+    def listen(self, handler: object) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

@@ -33,6 +33,7 @@ from edge_hf.daemon.config import (
     load_config,
 )
 from edge_hf.daemon.events import FallDetector, ModelInfo
+from edge_hf.daemon.journal import JournalSink, OpenEvents
 from edge_hf.daemon.pipeline import CameraRuntime, Pipeline
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sdnotify import Notifier
@@ -171,7 +172,9 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
     ensure_state_dir(cfg)
     lock = _lock_state_dir(cfg.state_dir)  # held until the process exits
     notifier = Notifier()
-    pipeline = build_pipeline(cfg, make_sink(cfg, statuses), str(config), notifier, stop=stop)
+    # Open fall events are journaled: a crash's leftovers are ended at the next start.
+    sink = JournalSink(make_sink(cfg, statuses), OpenEvents(cfg.state_dir / "open-events.json"))
+    pipeline = build_pipeline(cfg, sink, str(config), notifier, stop=stop)
     metrics = None
     if cfg.metrics.enabled:
         from edge_hf.daemon.prometheus import Metrics

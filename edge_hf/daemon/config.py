@@ -92,6 +92,11 @@ class DetectionConfig(_Section):
     # this long after the descent (0: at once, on the descent alone). Costs this much latency.
     confirm_s: float | None = Field(None, ge=0, le=60)  # unset: the model's, else 0
     snapshot: bool = False  # JPEG of the window's centre frame, written before the event is sent
+    # Latched (the care default): a fall stays on until someone acknowledges it (MQTT
+    # `<camera>/ack`, the Home Assistant button) or for clear_after_s; the person lying still
+    # does not clear it. Unlatched: it ends when the person is up again (end_after windows).
+    latch: bool = True
+    clear_after_s: float = Field(3600.0, gt=0, le=7 * 24 * 3600)
 
     @model_validator(mode="after")
     def _k_le_n(self) -> DetectionConfig:
@@ -379,7 +384,8 @@ def check_against_model(cfg: Config, contract: Any, source: str = "config") -> N
 # What the daemon keeps in state_dir: none of it may be a link planted by someone else.
 STATE_ENTRIES = (
     "outbox.sqlite3", "outbox.sqlite3-wal", "outbox.sqlite3-shm", "outbox.sqlite3-journal",
-    "edge-hf.lock", "snapshots", "trt-cache", ".write-test",
+    "edge-hf.lock", "snapshots", "trt-cache", ".write-test", "open-events.json",
+    "open-events.json.tmp", "announced.json", "announced.json.tmp",
 )  # fmt: skip
 
 

@@ -8,6 +8,9 @@ With a model that also says "down" (classes adl / falling / down) and `confirm_s
 only makes a candidate: the event starts once the mean down probability over the last `confirm_s`
 seconds reaches the threshold (a fall is a descent followed by a person who stays down; walking,
 jumping and bending never stay down), and ends when the person is up again (`got_up`).
+Latched (`detection.latch`, the default), an event does not end by itself when the scores drop
+(a person lying still scores low): it ends when acknowledged (`acknowledge`, from MQTT
+`<camera>/ack`) or after `clear_after_s` (`timeout`).
 Events are `FallEvent` objects, serialised once (`as_dict`/`to_json`) by whichever sink sends them.
 """
 
@@ -67,7 +70,9 @@ class FallEvent:
     peak_score: float
     model: ModelInfo
     snapshot: str | None = None
-    end_reason: str | None = None  # end only: recovered, got_up, max_duration, shutdown
+    # end only: recovered, got_up, max_duration (unlatched); acknowledged, timeout (latched);
+    # shutdown, restart (an earlier run left it open)
+    end_reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON payload (times as UTC ISO-8601, scores to 4 decimals)."""
@@ -179,6 +184,10 @@ class FallDetector:
                 self._down.clear()
             return []
         ev.peak_score = max(ev.peak_score, score)
+        if self.cfg.latch:
+            if t - ev.started >= self.cfg.clear_after_s:
+                return [self._end(score, t, "timeout")]
+            return []
         # A three-state model ends a fall when the person is up again (neither falling nor down).
         up = down is not None and 1.0 - score - down >= 0.5
         low = up if down is not None else score < self.threshold
@@ -207,6 +216,18 @@ class FallDetector:
             self.counts.unconfirmed += 1
             log.info("%s: descent at %.1f not followed by lying: no alarm", self.camera, c.started)
         return []
+
+    def acknowledge(self, t: float) -> list[FallEvent]:
+        """Someone responded: end the open event (`acknowledged`); nothing if none is open."""
+        if self._open is None:
+            log.info("%s: acknowledgement with no fall open: ignored", self.camera)
+            return []
+        return [self._end(self.last_score, t, "acknowledged")]
+
+    @property
+    def active(self) -> bool:
+        """A fall event is open (the camera's fall state is ON)."""
+        return self._open is not None
 
     def close(self, t: float) -> list[FallEvent]:
         """End an open event (shutdown or camera gone)."""

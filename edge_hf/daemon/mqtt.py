@@ -8,14 +8,19 @@ wait in the outbox and are handed over oldest first as acks come back, so a week
 costs disk, not memory, and a later OFF never overtakes an earlier ON. A daemon killed (even with
 SIGKILL) before the broker acked replays the outbox, oldest first, at the next start. Subscribers
 de-duplicate by `event_id`. Camera status and discovery published while disconnected are not
-queued: every (re)connect announces the current state.
+queued: every (re)connect announces the current state, and once every waiting alert is acked,
+every camera's fall state again (retained), so the broker's state is true after any outage or
+crash (a retained `ON` left by a killed daemon is overwritten).
 
 Topics (prefix `edge_hf` by default):
-- `<prefix>/<device>/availability`       retained `online` / `offline` (also the last will)
-- `<prefix>/<device>/<camera>/status`    retained `online` / `stalled` / `offline`
-- `<prefix>/<device>/<camera>/fall`      retained `ON` / `OFF`
-- `<prefix>/<device>/<camera>/event`     QoS 1 JSON event (see `event.schema.json`)
-- `<discovery>/binary_sensor/<device>/<camera>_fall/config`  Home Assistant discovery, retained
+- `<prefix>/<device>/availability`         retained `online` / `offline` (also the last will)
+- `<prefix>/<device>/stats`                retained JSON health numbers (QoS 0)
+- `<prefix>/<device>/<camera>/status`      retained `online` / `stalled` / `offline`
+- `<prefix>/<device>/<camera>/fall`        retained `ON` / `OFF`
+- `<prefix>/<device>/<camera>/event`       QoS 1 JSON event (see `event.schema.json`)
+- `<prefix>/<device>/<camera>/attributes`  retained: the camera's last event (entity attributes)
+- `<prefix>/<device>/<camera>/ack`         subscribed: any payload acknowledges a latched fall
+- `<discovery>/<component>/<device>/<object>/config`  Home Assistant discovery, retained
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +92,7 @@ class MqttSink:
         self._early: set[int] = set()  # acks that arrived before publish() returned the mid
         self._status: dict[str, str] = {}
         self._fall: dict[str, str] = {c: "OFF" for c in cameras}
+        self._attributes: dict[str, str] = {}  # camera -> its last event's JSON
         self._closing = False
         self._announce_timer: threading.Timer | None = None
         # Alerts go to paho in outbox order: while `_backlog` is set, new ones wait in the outbox
@@ -92,6 +100,11 @@ class MqttSink:
         self._send_lock = threading.Lock()
         self._backlog = False
         self._refill = threading.Event()
+        # Every camera's fall state is re-published once the backlog drained after a connect.
+        self._state_due = False
+        self._command: Callable[[str, str], None] | None = None
+        self._announced_file = state_dir / "announced.json"
+        self._removed = self._cameras_that_left()
         self.client = self._make_client()
 
     # ------------------------------------------------------------------ set-up
@@ -117,6 +130,24 @@ class MqttSink:
         client.on_publish = self._on_publish
         client.on_message = self._on_message
         return client
+
+    def _cameras_that_left(self) -> list[str]:
+        """Cameras announced by an earlier run but no longer configured (their entities go)."""
+        try:
+            before = json.loads(self._announced_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            before = []
+        if not isinstance(before, list):
+            before = []
+        return [str(c) for c in before if c not in self.cameras]
+
+    def _remember_announced(self) -> None:
+        tmp = self._announced_file.with_name(self._announced_file.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(self.cameras), encoding="utf-8")
+            os.replace(tmp, self._announced_file)
+        except OSError as exc:
+            log.warning("%s: cannot write (%s)", self._announced_file, exc)
 
     @property
     def broker(self) -> str:
@@ -170,6 +201,22 @@ class MqttSink:
             if thread is None or not thread.is_alive():
                 self._rebuild()
             self._hand_over()
+            self._publish_states()
+
+    def _publish_states(self) -> None:
+        """Every camera's fall state, retained, once nothing older waits or is in flight."""
+        with self._send_lock:
+            if not self._state_due or not self.connected.is_set() or self._backlog:
+                return
+            if self._held():
+                return  # an older ON/OFF may still be on its way: after its ack
+            self._state_due = False
+            for cam in self.cameras:
+                self._publish(f"{self.base}/{cam}/fall", self._fall[cam], 1, True, None)
+                if cam in self._attributes:
+                    self._publish(
+                        f"{self.base}/{cam}/attributes", self._attributes[cam], 1, True, None
+                    )
 
     def _rebuild(self) -> None:
         log.error("MQTT network thread ended unexpectedly: rebuilding the client")
@@ -199,8 +246,10 @@ class MqttSink:
         self.last_error = ""
         self.connected.set()
         # Subscriptions belong here: a reconnect starts a fresh session without them.
-        client.subscribe(f"{self.cfg.discovery_prefix}/status", qos=1)
+        client.subscribe([(f"{self.cfg.discovery_prefix}/status", 1), (f"{self.base}/+/ack", 1)])
         self._announce()
+        self._state_due = True
+        self._refill.set()  # the sender re-publishes the fall states when it is safe
 
     def _on_connect_fail(self, _client: mqtt.Client, _userdata: Any) -> None:
         # paho calls this inside its `except OSError`: the exception says why (refused, DNS,
@@ -231,13 +280,23 @@ class MqttSink:
             row = self._inflight.pop(mid)
             # Refill in batches, when half the window is free; not here: paho holds its lock
             # while it calls us, and the sender takes ours.
-            refill = self._backlog and len(self._inflight) <= HAND_OVER // 2
+            refill = (self._backlog and len(self._inflight) <= HAND_OVER // 2) or self._state_due
         if row is not None:
             self.outbox.remove(row)
         if refill:
             self._refill.set()
 
     def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        prefix = f"{self.base}/"
+        if msg.topic.startswith(prefix) and msg.topic.endswith("/ack"):
+            camera = msg.topic[len(prefix) : -len("/ack")]
+            if camera not in self.cameras:
+                log.warning("MQTT: acknowledgement for unknown camera %r ignored", camera)
+            elif msg.retain:
+                log.warning("MQTT: retained acknowledgement on %s ignored (stale)", msg.topic)
+            elif self._command is not None:
+                self._command(camera, "ack")
+            return
         if msg.topic == f"{self.cfg.discovery_prefix}/status" and msg.payload == b"online":
             # Coalesced: a burst of "online" messages gives one re-send a second at most.
             with self._lock:
@@ -290,34 +349,69 @@ class MqttSink:
     def _announce(self) -> None:
         """Availability, camera states and discovery: re-sent on every (re)connect."""
         self._publish(f"{self.base}/availability", "online", 1, True, None)
+        for topic, payload in self.discovery().items():
+            self._publish(topic, json.dumps(payload), 1, True, None)
         for cam in self.cameras:
             self._publish(
                 f"{self.base}/{cam}/status", self._status.get(cam, "offline"), 1, True, None
             )
-            self._publish(
-                f"{self.cfg.discovery_prefix}/binary_sensor/{self.device_id}/{cam}_fall/config",
-                json.dumps(self.discovery_config(cam)), 1, True, None,
-            )  # fmt: skip
+        for cam in self._removed:  # an empty retained config removes an entity
+            log.info("camera %r left the config: removing its Home Assistant entities", cam)
+            for topic in self._discovery_topics(cam):
+                self._publish(topic, b"", 1, True, None)
+            for leaf in ("fall", "status", "attributes", "snapshot"):
+                self._publish(f"{self.base}/{cam}/{leaf}", b"", 1, True, None)
+        self._removed = []
+        self._remember_announced()
 
-    def discovery_config(self, camera: str) -> dict[str, Any]:
-        """Home Assistant MQTT discovery payload for one camera's fall binary_sensor."""
+    # Home Assistant entities per camera: (component, object id suffix).
+    ENTITIES = (
+        ("binary_sensor", "fall"), ("sensor", "status"), ("event", "fall_event"),
+        ("button", "acknowledge"),
+    )  # fmt: skip
+
+    def _discovery_topics(self, camera: str) -> list[str]:
+        d = f"{self.cfg.discovery_prefix}"
+        return [f"{d}/{c}/{self.device_id}/{camera}_{o}/config" for c, o in self.ENTITIES]
+
+    def discovery(self) -> dict[str, dict[str, Any]]:
+        """Every Home Assistant discovery payload, by topic: the box, then each camera's."""
+        d, dev = self.cfg.discovery_prefix, self.device_id
+        out = {f"{d}/binary_sensor/{dev}/running/config": self._box_config()}
+        for cam in self.cameras:
+            topics = self._discovery_topics(cam)
+            for topic, (component, _) in zip(topics, self.ENTITIES, strict=True):
+                out[topic] = self.discovery_config(cam, component)
+        return out
+
+    def _origin(self) -> dict[str, str]:
+        return {"name": "edge_hf", "sw_version": __version__}
+
+    def _box_config(self) -> dict[str, Any]:
+        """The box itself: a device the cameras hang under (`via_device`), with one entity."""
         return {
-            "name": "Fall",
-            "unique_id": f"edge_hf_{self.device_id}_{camera}_fall",
-            "object_id": f"{self.device_id}_{camera}_fall",
-            "device_class": "safety",
-            "state_topic": f"{self.base}/{camera}/fall",
-            "payload_on": "ON",
-            "payload_off": "OFF",
-            "json_attributes_topic": f"{self.base}/{camera}/event",
-            "availability": [
-                {"topic": f"{self.base}/availability"},
-                {
-                    "topic": f"{self.base}/{camera}/status",
-                    "value_template": "{{ 'online' if value == 'online' else 'offline' }}",
-                },
-            ],
-            "availability_mode": "all",
+            "name": "Running",
+            "unique_id": f"edge_hf_{self.device_id}_running",
+            "device_class": "running",
+            "state_topic": f"{self.base}/availability",
+            "payload_on": "online",
+            "payload_off": "offline",
+            "qos": 1,
+            "device": {
+                "identifiers": [f"edge_hf_{self.device_id}"],
+                "name": f"edge_hf {self.device_id}",
+                "manufacturer": "edge_hf",
+                "model": "fall detector",
+                "sw_version": __version__,
+            },
+            "origin": self._origin(),
+        }
+
+    def discovery_config(self, camera: str, component: str = "binary_sensor") -> dict[str, Any]:
+        """Home Assistant MQTT discovery payload for one of a camera's entities."""
+        base = f"{self.base}/{camera}"
+        common: dict[str, Any] = {
+            "qos": 1,
             "device": {
                 "identifiers": [f"edge_hf_{self.device_id}_{camera}"],
                 "name": f"{self.device_id} {camera}",
@@ -326,18 +420,85 @@ class MqttSink:
                 "sw_version": __version__,
                 "via_device": f"edge_hf_{self.device_id}",
             },
+            "origin": self._origin(),
         }
+        box_up = {"topic": f"{self.base}/availability"}
+        camera_up = {
+            "topic": f"{base}/status",
+            "value_template": "{{ 'online' if value == 'online' else 'offline' }}",
+        }
+        if component == "binary_sensor":
+            return {
+                "name": "Fall",
+                "unique_id": f"edge_hf_{self.device_id}_{camera}_fall",
+                "default_entity_id": f"binary_sensor.{self.device_id}_{camera}_fall",
+                "device_class": "safety",
+                "state_topic": f"{base}/fall",
+                "payload_on": "ON",
+                "payload_off": "OFF",
+                "json_attributes_topic": f"{base}/attributes",
+                # A fall stays visible while the camera is stalled: only the box going away
+                # makes it unavailable.
+                "availability": [box_up],
+                **common,
+            }
+        if component == "sensor":
+            return {
+                "name": "Camera",
+                "unique_id": f"edge_hf_{self.device_id}_{camera}_status",
+                "default_entity_id": f"sensor.{self.device_id}_{camera}_status",
+                "device_class": "enum",
+                "options": ["online", "stalled", "offline"],
+                "state_topic": f"{base}/status",
+                "availability": [box_up],
+                **common,
+            }
+        if component == "event":
+            return {
+                "name": "Fall event",
+                "unique_id": f"edge_hf_{self.device_id}_{camera}_fall_event",
+                "default_entity_id": f"event.{self.device_id}_{camera}_fall_event",
+                "event_types": ["start", "end"],
+                "state_topic": f"{base}/event",
+                "value_template": (
+                    "{{ {'event_type': value_json.type, 'event_id': value_json.event_id,"
+                    " 'peak_score': value_json.peak_score,"
+                    " 'end_reason': value_json.end_reason | default(none)} | to_json }}"
+                ),
+                "availability": [box_up, camera_up],
+                "availability_mode": "all",
+                **common,
+            }
+        if component == "button":
+            return {
+                "name": "Acknowledge fall",
+                "unique_id": f"edge_hf_{self.device_id}_{camera}_acknowledge",
+                "default_entity_id": f"button.{self.device_id}_{camera}_acknowledge",
+                "command_topic": f"{base}/ack",
+                "payload_press": "ACK",
+                "availability": [box_up],
+                **common,
+            }
+        raise ValueError(f"no Home Assistant entity for component {component!r}")
 
     # ------------------------------------------------------------------ AlertSink
 
     def send(self, event: FallEvent) -> None:
         """Persist, then publish the event and the camera's fall state."""
         cam = event.camera
-        self._durable(f"{self.base}/{cam}/event", event.to_json())
+        payload = event.to_json()
+        self._durable(f"{self.base}/{cam}/event", payload)
+        if cam not in self._fall:
+            return  # a camera that left the config (an earlier run's open event ending)
+        self._attributes[cam] = payload  # retained, not durable: re-said after every connect
+        self._state(f"{self.base}/{cam}/attributes", payload)
         state = "ON" if event.type == "start" else "OFF"
         if self._fall.get(cam) != state:
             self._fall[cam] = state
             self._durable(f"{self.base}/{cam}/fall", state, retain=True)
+
+    def listen(self, handler: Callable[[str, str], None]) -> None:
+        self._command = handler
 
     def stats(self, snapshot: Snapshot) -> None:
         if self.connected.is_set():

@@ -114,6 +114,7 @@ class Pipeline:
         self.stop = stop or threading.Event()  # given by `app.run`: set by signal handlers
         self._ready_by: float | None = None  # set by start()
         self._new_sample = wake  # every camera's ring sets it on a write
+        self._commands: deque[tuple[str, str]] = deque(maxlen=100)  # (camera, command) from MQTT
         self.stats = PipelineStats()
         self.window = classifier.contract.window
         self.size = classifier.contract.input_size
@@ -179,8 +180,25 @@ class Pipeline:
                 cam.status = status
                 self.sink.camera_status(cam.cfg.name, status)
 
+    def command(self, camera: str, command: str) -> None:
+        """A command from outside (any thread): `ack` ends the camera's latched fall."""
+        self._commands.append((camera, command))
+        self._new_sample.set()
+
+    def _run_commands(self) -> None:
+        while self._commands:
+            name, command = self._commands.popleft()
+            cam = next((c for c in self.cameras if c.cfg.name == name), None)
+            if cam is None or command != "ack":
+                log.warning("ignoring command %r for camera %r", command, name)
+                continue
+            log.info("%s: fall acknowledged", name)
+            for event in cam.detector.acknowledge(time.time()):
+                self.sink.send(event)
+
     def start(self) -> None:
         """Open the sink, warm the model up and start one capture thread per camera."""
+        self.sink.listen(self.command)
         self.sink.start()
         ms = self.classifier.warm_up()
         log.info("model warm: %.1f ms per window", ms)
@@ -248,6 +266,7 @@ class Pipeline:
                 if self._new_sample.wait(0.5) and len(self.cameras) > 1:
                     self.stop.wait(coalesce_s)
                 self._new_sample.clear()
+                self._run_commands()
                 due = self._due_windows()
                 if due:
                     self.process(due, lambda t: t + wall_offset)

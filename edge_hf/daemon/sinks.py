@@ -6,6 +6,7 @@ import json
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Protocol, TextIO
 
 from edge_hf.daemon.events import FallEvent
@@ -33,6 +34,10 @@ class AlertSink(Protocol):
 
     def health(self) -> list[SinkHealth]:
         """The sink's own state for the status snapshot (none for a plain stream)."""
+        ...
+
+    def listen(self, handler: Callable[[str, str], None]) -> None:
+        """Commands from outside (MQTT `<camera>/ack`) go to `handler(camera, command)`."""
         ...
 
     def close(self) -> None:
@@ -68,6 +73,9 @@ class JsonLinesSink:
     def health(self) -> list[SinkHealth]:
         return []
 
+    def listen(self, handler: Callable[[str, str], None]) -> None:
+        return None
+
     def close(self) -> None:
         self.stream.flush()
 
@@ -97,6 +105,10 @@ class TeeSink:
     def health(self) -> list[SinkHealth]:
         return [h for s in self.sinks for h in s.health()]
 
+    def listen(self, handler: Callable[[str, str], None]) -> None:
+        for s in self.sinks:
+            s.listen(handler)
+
     def close(self) -> None:
         for s in self.sinks:
             s.close()
@@ -122,6 +134,9 @@ class RecordingSink:
 
     def health(self) -> list[SinkHealth]:
         return []
+
+    def listen(self, handler: Callable[[str, str], None]) -> None:
+        return None
 
     def close(self) -> None:
         return None
