@@ -397,7 +397,7 @@ def test_a_long_outage_costs_disk_not_memory_and_keeps_order(
     while len(sink.outbox) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert len(sink.outbox) == 0
-    late = Subscriber(broker.port, "edge_hf/box/hall/fall")  # a newcomer reads the retained state
+    late = Subscriber(broker.port, "edge_hf/box/hall/fall", name="late")  # reads the retained one
     got = late.wait_for(lambda m: len(m) >= 1)
     assert got[-1][1] == b"ON", "the last change (a start) wins: no older OFF overtook it"
     late.close()

@@ -40,11 +40,12 @@ class Subscriber:
         topic: str = "#",
         tls_ca: Path | None = None,
         auth: tuple[str, str] | None = None,
+        name: str = "sub",  # two subscribers at once need two names (client ids)
     ) -> None:
         self.messages: list[tuple[str, bytes, bool]] = []
         self.lock = threading.Lock()
         self.client = mqtt.Client(
-            CallbackAPIVersion.VERSION2, client_id=f"test-sub-{port}", clean_session=False
+            CallbackAPIVersion.VERSION2, client_id=f"test-{name}-{port}", clean_session=False
         )
         if auth:
             self.client.username_pw_set(*auth)

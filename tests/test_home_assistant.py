@@ -1,0 +1,260 @@
+"""Alerts a carer can trust (#14), against a real Mosquitto: the broker's fall state is true after
+a kill -9, a latched fall stays on until acknowledged, discovery matches Home Assistant's documented
+keys, and cameras that left the config disappear."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+from edge_hf.daemon.app import build_pipeline
+from edge_hf.daemon.config import Config, MqttConfig
+from edge_hf.daemon.journal import JournalSink, OpenEvents
+from edge_hf.daemon.mqtt import MqttSink
+from edge_hf.daemon.sinks import RecordingSink
+from edge_hf.training.synth import write_demo_clips
+from tests.broker import Broker
+from tests.conftest import SHIPPED_MODEL
+from tests.test_daemon import DEMO_THRESHOLD
+from tests.test_mqtt import Subscriber
+
+needs_shipped = pytest.mark.skipif(not SHIPPED_MODEL.exists(), reason="shipped model not built")
+
+
+@pytest.fixture
+def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
+    b = Broker(tmp_path / "broker").start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return {p.stem: p for p in write_demo_clips(tmp_path_factory.mktemp("demo"))}
+
+
+def _config(tmp_path: Path, video: Path, port: int | None, loop: bool, **detection: Any) -> Path:
+    path = tmp_path / f"c-{video.stem}-{loop}.yaml"
+    doc = {
+        "device_id": "box",
+        "model": {"path": str(SHIPPED_MODEL), "providers": ["cpu"], "threshold": DEMO_THRESHOLD},
+        "cameras": [{"name": "hall", "source": str(video), "loop": loop}],
+        "state_dir": str(tmp_path / "state"),
+        "detection": detection,
+    }
+    if port is not None:
+        doc["mqtt"] = {"enabled": True, "port": port}
+    path.write_text(json.dumps(doc))  # JSON is YAML
+    return path
+
+
+def _run(config: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "edge_hf.cli", "run", "--config", str(config)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _retained(port: int, topic: str) -> bytes | None:
+    """The broker's retained message on `topic` (None: nothing retained)."""
+    got: list[bytes] = []
+    c = mqtt.Client(CallbackAPIVersion.VERSION2)
+    c.on_connect = lambda cl, *_: cl.subscribe(topic, qos=1)
+    c.on_message = lambda _c, _u, m: got.append(m.payload) if m.retain else None
+    c.connect("127.0.0.1", port)
+    c.loop_start()
+    time.sleep(1.0)
+    c.loop_stop()
+    c.disconnect()
+    return got[-1] if got else None
+
+
+@needs_shipped
+def test_kill_9_during_a_fall_leaves_no_stale_alarm(
+    broker: Broker, demo: dict[str, Path], tmp_path: Path
+) -> None:
+    sub = Subscriber(broker.port, "edge_hf/box/hall/#")
+    time.sleep(0.5)
+    first = _run(_config(tmp_path, demo["fall_demo"], broker.port, loop=True))
+    try:
+        sub.wait_for(lambda m: ("edge_hf/box/hall/fall", b"ON", False) in m, timeout=60)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+    assert _retained(broker.port, "edge_hf/box/hall/fall") == b"ON", "the crash left ON behind"
+    (started,) = [e for e in sub.events() if e["type"] == "start"]
+
+    # Restart on a camera that shows no fall (the lie-down clip, which ends by itself).
+    second = _run(_config(tmp_path, demo["lie_down_demo"], broker.port, loop=False))
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    ends = [e for e in sub.events() if e["type"] == "end"]
+    assert [(e["event_id"], e["end_reason"]) for e in ends] == [(started["event_id"], "restart")]
+    assert _retained(broker.port, "edge_hf/box/hall/fall") == b"OFF", "no stale alarm"
+    assert not (tmp_path / "state" / "open-events.json").read_text().strip("{} \n")
+
+    # The next real fall is an off -> on change (an automation on `to: "on"` fires).
+    watch = Subscriber(broker.port, "edge_hf/box/hall/fall", name="watch")
+    watch.wait_for(lambda m: len(m) >= 1)
+    third = _run(_config(tmp_path, demo["fall_demo"], broker.port, loop=False))
+    third.communicate(timeout=120)
+    states = [
+        k for k, _ in itertools.groupby(p for _, p, _ in watch.wait_for(lambda m: len(m) >= 2))
+    ]
+    assert states[:2] == [b"OFF", b"ON"], states
+    watch.close()
+    sub.close()
+
+
+@needs_shipped
+@pytest.mark.parametrize("latch", [True, False])
+def test_a_latched_fall_stays_on_while_the_person_is_down(
+    demo: dict[str, Path], tmp_path: Path, latch: bool
+) -> None:
+    cfg = Config.model_validate_json(
+        _config(tmp_path, demo["fall_demo"], None, loop=False, latch=latch).read_text()
+    )
+    sink = RecordingSink()
+    build_pipeline(cfg, sink, score_history=None).replay()
+    kinds = [(e.type, e.end_reason) for e in sink.events]
+    if latch:  # the person lies still to the clip's end: still on when the replay stops
+        assert kinds == [("start", None), ("end", "shutdown")]
+    else:
+        assert kinds == [("start", None), ("end", "recovered")]
+        assert sink.events[1].time - sink.events[0].time < 3.0, "cleared while still down"
+
+
+@needs_shipped
+def test_clear_after_s_ends_a_latched_fall(demo: dict[str, Path], tmp_path: Path) -> None:
+    cfg = Config.model_validate_json(
+        _config(tmp_path, demo["fall_demo"], None, loop=False, clear_after_s=1.0).read_text()
+    )
+    sink = RecordingSink()
+    build_pipeline(cfg, sink, score_history=None).replay()
+    start, end = sink.events
+    assert end.end_reason == "timeout" and 1.0 <= end.time - start.time < 1.5
+
+
+@needs_shipped
+def test_an_ack_over_mqtt_clears_a_latched_fall(
+    broker: Broker, demo: dict[str, Path], tmp_path: Path
+) -> None:
+    cfg = Config.model_validate_json(
+        _config(tmp_path, demo["fall_demo"], broker.port, loop=True).read_text()
+    )
+    sub = Subscriber(broker.port, "edge_hf/box/hall/#")
+    time.sleep(0.5)
+    mqtt_sink = MqttSink(cfg.mqtt, "box", ["hall"], cfg.state_dir)
+    pipeline = build_pipeline(cfg, mqtt_sink, score_history=None)
+    pipeline.start()
+    runner = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
+    runner.start()
+    try:
+        sub.wait_for(lambda m: ("edge_hf/box/hall/fall", b"ON", False) in m, timeout=60)
+        time.sleep(3.0)  # unlatched, it would have ended ("recovered") by now
+        assert [e["type"] for e in sub.events()] == ["start"], "still on while the person is down"
+        ack = mqtt.Client(CallbackAPIVersion.VERSION2)
+        ack.connect("127.0.0.1", broker.port)
+        ack.publish("edge_hf/box/hall/ack", "ACK", qos=1).wait_for_publish(5)
+        ack.disconnect()
+        msgs = sub.wait_for(lambda m: len([1 for t, _, _ in m if t.endswith("/event")]) >= 2)
+        assert sub.events()[1]["end_reason"] == "acknowledged"
+        assert [p for t, p, _ in msgs if t.endswith("/fall")][-1] == b"OFF"
+    finally:
+        pipeline.stop.set()
+        runner.join(30)
+        sub.close()
+
+
+def test_open_events_survive_a_crash_and_end_once(tmp_path: Path) -> None:
+    from tests.test_mqtt import _event
+
+    journal = OpenEvents(tmp_path / "open-events.json")
+    first = JournalSink(RecordingSink(), journal)
+    first.send(_event(1))
+    first.send(_event(2))
+    first.send(_event(2, "end"))  # event 2 ended; event 1 is open when we "crash"
+    after = RecordingSink()
+    JournalSink(after, OpenEvents(tmp_path / "open-events.json")).start()
+    assert [(e.event_id, e.type, e.end_reason) for e in after.events] == [
+        (_event(1).event_id, "end", "restart")
+    ]
+    again = RecordingSink()
+    JournalSink(again, OpenEvents(tmp_path / "open-events.json")).start()
+    assert list(again.events) == [], "ended once, not at every start"
+
+
+# ------------------------------------------------------------------ discovery
+
+# Keys Home Assistant documents for each MQTT platform used here (home-assistant.io/integrations/
+# <platform>.mqtt, checked against 2024.3 and current): required ones, then the optional ones.
+COMMON = {
+    "name", "unique_id", "default_entity_id", "object_id", "qos", "device", "origin",
+    "availability", "availability_mode", "availability_topic", "json_attributes_topic",
+    "json_attributes_template", "icon", "entity_category", "enabled_by_default", "encoding",
+}  # fmt: skip
+DOCUMENTED: dict[str, tuple[set[str], set[str]]] = {
+    "binary_sensor": (
+        {"state_topic"},
+        {"device_class", "payload_on", "payload_off", "value_template", "off_delay",
+         "expire_after", "force_update"},
+    ),
+    "sensor": ({"state_topic"}, {"device_class", "options", "value_template", "state_class"}),
+    "event": ({"state_topic", "event_types"}, {"device_class", "value_template"}),
+    "button": ({"command_topic"}, {"payload_press", "device_class", "retain", "command_template"}),
+}  # fmt: skip
+DEVICE_KEYS = {
+    "identifiers", "name", "manufacturer", "model", "sw_version", "hw_version", "via_device",
+    "suggested_area", "configuration_url", "connections",
+}  # fmt: skip
+
+
+def test_discovery_payloads_use_only_documented_keys(tmp_path: Path) -> None:
+    sink = MqttSink(MqttConfig(enabled=True), "box", ["hall", "door"], tmp_path)
+    payloads = sink.discovery()
+    components = {t.split("/")[1] for t in payloads}
+    assert components == set(DOCUMENTED), "fall, status sensor, event entity, acknowledge button"
+    devices = {}
+    for topic, p in payloads.items():
+        component = topic.split("/")[1]
+        required, optional = DOCUMENTED[component]
+        assert required <= p.keys(), (topic, required - p.keys())
+        assert p.keys() <= required | optional | COMMON, (topic, p.keys() - required - optional)
+        assert p["qos"] == 1 and p["origin"]["name"] == "edge_hf"
+        assert p["device"].keys() <= DEVICE_KEYS
+        devices[p["device"]["identifiers"][0]] = p["device"]
+        assert json.loads(json.dumps(p)) == p
+    # via_device resolves: the box is announced as a device of its own.
+    box = "edge_hf_box"
+    assert box in devices and "via_device" not in devices[box]
+    assert {d.get("via_device") for i, d in devices.items() if i != box} == {box}
+
+
+def test_a_camera_removed_from_the_config_disappears(broker: Broker, tmp_path: Path) -> None:
+    cfg = MqttConfig(enabled=True, port=broker.port)
+    before = MqttSink(cfg, "box", ["hall", "door"], tmp_path)
+    before.start()
+    assert before.connected.wait(10)
+    time.sleep(1.0)
+    before.close()
+    door = "homeassistant/binary_sensor/box/door_fall/config"
+    assert _retained(broker.port, door) is not None
+    after = MqttSink(cfg, "box", ["hall"], tmp_path)
+    after.start()
+    assert after.connected.wait(10)
+    time.sleep(1.0)
+    after.close()
+    for topic in (door, "homeassistant/button/box/door_acknowledge/config"):
+        assert _retained(broker.port, topic) is None, f"{topic} removed"
+    assert _retained(broker.port, "homeassistant/binary_sensor/box/hall_fall/config") is not None
