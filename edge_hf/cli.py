@@ -45,15 +45,32 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from edge_hf.daemon.app import check
+    from edge_hf.daemon.app import check, operating_point
 
     cfg, contract = check(Path(args.config))
     cams = ", ".join(f"{c.name}{'' if c.enabled else ' (disabled)'}" for c in cfg.cameras)
     print(
         f"{args.config}: OK - device {cfg.device_id}, model {cfg.model.path.name} "
         f"(T={contract.window}, {contract.interval_ms:g} ms, {contract.input_size[0]}x"
-        f"{contract.input_size[1]}), cameras: {cams}, mqtt {'on' if cfg.mqtt.enabled else 'off'}"
+        f"{contract.input_size[1]}), cameras: {cams}"
     )
+    m = cfg.mqtt
+    print(
+        f"  mqtt: on, {m.host}:{m.port}, topics {m.topic_prefix}/{cfg.device_id}/..., Home "
+        f"Assistant discovery under {m.discovery_prefix}/"
+        if m.enabled
+        else "  mqtt: off (give mqtt.host to send alerts over MQTT)"
+    )
+    for cam in cfg.enabled_cameras():
+        d = cfg.detection_for(cam)
+        threshold, confirm_s = operating_point(cfg, contract, d)
+        latch = f"latched until acknowledged or {d.clear_after_s:g} s" if d.latch else "unlatched"
+        print(
+            f"  {cam.name}: threshold {cam.threshold or threshold:g}, confirm {confirm_s:g} s, "
+            f"{latch}, snapshot {'on' if d.snapshot else 'off'}"
+        )
+    metrics = cfg.metrics
+    print(f"  metrics: {f'on, {metrics.host}:{metrics.port}' if metrics.enabled else 'off'}")
     return 0
 
 

@@ -69,7 +69,29 @@ BAD = [
      r"c.yaml:\d+: cameras\[0\].crop = \[0, 0, 0, 10\]: .*w, h >= 1"),
     (lambda t: _replace(t, "source: /dev/video0", "source: /dev/video0\n    crop: [1, 2, 3]"),
      r"cameras\[0\].crop"),
+    (lambda t: _replace(t, "source: /dev/video0", "source: /dev/video0\n    detection: {clear_after_s: 0}"),
+     r"c.yaml:\d+: cameras\[0\].detection.clear_after_s = 0"),
+    (lambda t: _replace(t, "source: /dev/video0", "source: /dev/video0\n    detection: {latched: true}"),
+     r"cameras\[0\].detection.latched: unknown key"),
 ]  # fmt: skip
+
+
+def test_a_camera_overrides_detection_keys_and_mqtt_is_on_with_a_host(
+    tiny_onnx: Path, tmp_path: Path
+) -> None:
+    text = _replace(
+        _good(tiny_onnx, tmp_path), "source: /dev/video0",
+        "source: /dev/video0\n    detection: {latch: false, k: 3}",
+    ) + "detection: {n: 5, clear_after_s: 600}\nmqtt: {host: broker.lan}\n"  # fmt: skip
+    cfg = parse_config(text, "c.yaml")
+    door, bed = cfg.cameras
+    assert cfg.detection_for(door).latch is False and cfg.detection_for(door).k == 3
+    assert cfg.detection_for(door).n == 5, "keys not overridden come from the top level"
+    assert cfg.detection_for(bed) == cfg.detection and cfg.detection.latch is True
+    assert cfg.detection.clear_after_s == 600
+    assert cfg.mqtt.enabled and cfg.mqtt.host == "broker.lan", "a host turns MQTT on"
+    off = parse_config(_good(tiny_onnx, tmp_path) + "mqtt: {host: b, enabled: false}\n", "c.yaml")
+    assert not off.mqtt.enabled, "unless enabled: false"
 
 
 @pytest.mark.parametrize(("edit", "message"), BAD)

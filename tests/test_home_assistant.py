@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cv2
+import numpy as np
 import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
@@ -151,17 +154,23 @@ def test_an_ack_over_mqtt_clears_a_latched_fall(
     broker: Broker, demo: dict[str, Path], tmp_path: Path
 ) -> None:
     cfg = Config.model_validate_json(
-        _config(tmp_path, demo["fall_demo"], broker.port, loop=True).read_text()
+        _config(tmp_path, demo["fall_demo"], broker.port, loop=True, snapshot=True).read_text()
     )
     sub = Subscriber(broker.port, "edge_hf/box/hall/#")
     time.sleep(0.5)
-    mqtt_sink = MqttSink(cfg.mqtt, "box", ["hall"], cfg.state_dir)
+    mqtt_sink = MqttSink(cfg.mqtt, "box", ["hall"], cfg.state_dir, snapshot_cameras=["hall"])
     pipeline = build_pipeline(cfg, mqtt_sink, score_history=None)
     pipeline.start()
     runner = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
     runner.start()
     try:
-        sub.wait_for(lambda m: ("edge_hf/box/hall/fall", b"ON", False) in m, timeout=60)
+        msgs = sub.wait_for(lambda m: ("edge_hf/box/hall/fall", b"ON", False) in m, timeout=60)
+        # The evidence came first, as a JPEG at the camera's resolution (the model sees 96x96).
+        topics = [t for t, _, _ in msgs]
+        assert topics.index("edge_hf/box/hall/snapshot") < topics.index("edge_hf/box/hall/event")
+        (jpeg,) = [p for t, p, _ in msgs if t == "edge_hf/box/hall/snapshot"]
+        image = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+        assert image.shape == (240, 320, 3), image.shape
         time.sleep(3.0)  # unlatched, it would have ended ("recovered") by now
         assert [e["type"] for e in sub.events()] == ["start"], "still on while the person is down"
         ack = mqtt.Client(CallbackAPIVersion.VERSION2)
@@ -213,6 +222,7 @@ DOCUMENTED: dict[str, tuple[set[str], set[str]]] = {
     "sensor": ({"state_topic"}, {"device_class", "options", "value_template", "state_class"}),
     "event": ({"state_topic", "event_types"}, {"device_class", "value_template"}),
     "button": ({"command_topic"}, {"payload_press", "device_class", "retain", "command_template"}),
+    "image": ({"image_topic"}, {"content_type", "image_encoding"}),
 }  # fmt: skip
 DEVICE_KEYS = {
     "identifiers", "name", "manufacturer", "model", "sw_version", "hw_version", "via_device",
@@ -221,10 +231,11 @@ DEVICE_KEYS = {
 
 
 def test_discovery_payloads_use_only_documented_keys(tmp_path: Path) -> None:
-    sink = MqttSink(MqttConfig(enabled=True), "box", ["hall", "door"], tmp_path)
+    sink = MqttSink(MqttConfig(enabled=True), "box", ["hall", "door"], tmp_path, "", ["hall"])
     payloads = sink.discovery()
     components = {t.split("/")[1] for t in payloads}
-    assert components == set(DOCUMENTED), "fall, status sensor, event entity, acknowledge button"
+    assert components == set(DOCUMENTED), "fall, status, event, acknowledge button, snapshot"
+    assert not any("door_snapshot" in t for t in payloads), "an image only with snapshots on"
     devices = {}
     for topic, p in payloads.items():
         component = topic.split("/")[1]
@@ -258,3 +269,18 @@ def test_a_camera_removed_from_the_config_disappears(broker: Broker, tmp_path: P
     for topic in (door, "homeassistant/button/box/door_acknowledge/config"):
         assert _retained(broker.port, topic) is None, f"{topic} removed"
     assert _retained(broker.port, "homeassistant/binary_sensor/box/hall_fall/config") is not None
+
+
+def test_snapshots_are_pruned_by_count_and_bytes(tmp_path: Path) -> None:
+    from edge_hf.daemon.events import prune
+
+    frame = np.random.default_rng(0).integers(0, 255, (240, 320, 3), np.uint8)
+    for i in range(10):
+        path = tmp_path / f"{i}.jpg"
+        cv2.imwrite(str(path), frame)
+        os.utime(path, (1000 + i, 1000 + i))
+    size = (tmp_path / "0.jpg").stat().st_size
+    assert prune(tmp_path, keep=6, max_bytes=10**9) == 4
+    assert sorted(p.stem for p in tmp_path.glob("*.jpg")) == [str(i) for i in range(4, 10)]
+    prune(tmp_path, keep=100, max_bytes=3 * size)
+    assert sorted(p.stem for p in tmp_path.glob("*.jpg")) == ["7", "8", "9"], "newest kept"

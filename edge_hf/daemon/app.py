@@ -28,6 +28,7 @@ from edge_hf.daemon.classifier import OnnxFallClassifier
 from edge_hf.daemon.config import (
     CameraConfig,
     Config,
+    DetectionConfig,
     check_against_model,
     ensure_state_dir,
     load_config,
@@ -62,8 +63,10 @@ def make_sink(cfg: Config, statuses: bool = False) -> AlertSink:
         return lines
     from edge_hf.daemon.mqtt import MqttSink
 
-    cams = [c.name for c in cfg.enabled_cameras()]
-    mqtt = MqttSink(cfg.mqtt, cfg.device_id, cams, cfg.state_dir, cfg.model.path.name)
+    enabled = cfg.enabled_cameras()
+    cams = [c.name for c in enabled]
+    snaps = [c.name for c in enabled if cfg.detection_for(c).snapshot]
+    mqtt = MqttSink(cfg.mqtt, cfg.device_id, cams, cfg.state_dir, cfg.model.path.name, snaps)
     return TeeSink(lines, mqtt)
 
 
@@ -76,12 +79,13 @@ def _camera(
     score_history: int | None,
 ) -> CameraRuntime:
     interval_s = (cam.interval_ms or contract.interval_ms) / 1000.0
-    threshold, confirm_s = operating_point(cfg, contract)
+    detection = cfg.detection_for(cam)
+    threshold, confirm_s = operating_point(cfg, contract, detection)
     ring = FrameRing(max(4 * contract.window, 16), (*contract.input_size, 3), notify=wake)
     detector = FallDetector(
         cam.name,
         cfg.device_id,
-        cfg.detection.model_copy(update={"confirm_s": confirm_s}),
+        detection.model_copy(update={"confirm_s": confirm_s}),
         cam.threshold if cam.threshold is not None else threshold,
         info,
         snapshot_dir=cfg.state_dir / "snapshots",
@@ -89,10 +93,12 @@ def _camera(
     return CameraRuntime(cam, interval_s, ring, detector, deque(maxlen=score_history))
 
 
-def operating_point(cfg: Config, contract: ModelContract) -> tuple[float, float]:
+def operating_point(
+    cfg: Config, contract: ModelContract, detection: DetectionConfig | None = None
+) -> tuple[float, float]:
     """(threshold, confirm_s): the config's, else the model's own (its metadata), else 0.5, 0."""
     threshold = cfg.model.threshold or contract.threshold or DEFAULT_THRESHOLD
-    confirm_s = cfg.detection.confirm_s
+    confirm_s = (detection or cfg.detection).confirm_s
     if confirm_s is None:
         confirm_s = contract.confirm_s or 0.0
     return threshold, confirm_s

@@ -121,9 +121,10 @@ def calibrate(
         finally:
             timer.cancel()
     scores = list(pipeline.cameras[0].scores)
-    if len(scores) < one.detection.n:
+    detection = one.detection_for(one.cameras[0])
+    if len(scores) < detection.n:
         raise UserError(f"{camera}: only {len(scores)} windows came out; give a longer recording")
-    trigger = smoothed_peak(scores, one.detection)
+    trigger = smoothed_peak(scores, detection)
     q = np.percentile(scores, [50, 90, 99])
     return Calibration(
         camera=camera,

@@ -15,6 +15,7 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -102,6 +103,7 @@ class CaptureThread(threading.Thread):
         stall_timeout_s: float = 5.0,
         max_backoff_s: float = 30.0,
         crop: tuple[int, int, int, int] | None = None,
+        evidence: int = 0,
     ) -> None:
         super().__init__(name=f"capture-{name}", daemon=True)
         self.camera = name
@@ -114,6 +116,10 @@ class CaptureThread(threading.Thread):
         self.max_backoff_s = max_backoff_s
         self.crop = crop
         self.stats = CameraStats()
+        # The full-resolution frames of the newest `evidence` ticks (0: none kept), for a
+        # snapshot at the camera's resolution when a fall starts.
+        self._evidence: deque[tuple[float, np.ndarray]] = deque(maxlen=evidence)
+        self._evidence_lock = threading.Lock()
 
     def run(self) -> None:
         """Open, pump, reopen with backoff; an unexpected error restarts the camera."""
@@ -188,7 +194,18 @@ class CaptureThread(threading.Thread):
             # is slow).
             for tick, frame in sampler.on_frame(got[0], now):
                 self.ring.write(to_model_rgb(frame, self.size, self.crop), tick)
+                if self._evidence.maxlen:
+                    with self._evidence_lock:
+                        self._evidence.append((tick, frame))
         return False
+
+    def evidence(self, tick: float) -> np.ndarray | None:
+        """The full-resolution BGR frame sampled at `tick` (None if no longer kept)."""
+        with self._evidence_lock:
+            for t, frame in self._evidence:
+                if t == tick:
+                    return frame
+        return None
 
     def check_stall(self, now: float | None = None) -> bool:
         """Mark the camera stalled when no frame arrived for `stall_timeout_s` (status only)."""

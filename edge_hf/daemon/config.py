@@ -47,6 +47,37 @@ class ModelConfig(_Section):
         return v
 
 
+class DetectionConfig(_Section):
+    """How window scores become fall events."""
+
+    smoothing: Literal["k_of_n", "median"] = "k_of_n"
+    k: int = Field(2, ge=1)
+    n: int = Field(3, ge=1)
+    end_after: int = Field(20, ge=1)  # windows below threshold that end an event
+    max_event_s: float = Field(120.0, gt=0, le=7 * 24 * 3600)
+    cooldown_s: float = Field(10.0, ge=0)
+    # With a model that has a `down` class: a fall is raised only once the person has stayed down
+    # this long after the descent (0: at once, on the descent alone). Costs this much latency.
+    confirm_s: float | None = Field(None, ge=0, le=60)  # unset: the model's, else 0
+    # JPEG of the window's centre frame at the camera's resolution, written under
+    # state_dir/snapshots before the event is sent and published (MQTT `<camera>/snapshot`);
+    # the oldest are deleted past snapshot_keep files or snapshot_max_mb.
+    snapshot: bool = False
+    snapshot_keep: int = Field(200, ge=1, le=100_000)
+    snapshot_max_mb: float = Field(500.0, gt=0, le=1_000_000)
+    # Latched (the care default): a fall stays on until someone acknowledges it (MQTT
+    # `<camera>/ack`, the Home Assistant button) or for clear_after_s; the person lying still
+    # does not clear it. Unlatched: it ends when the person is up again (end_after windows).
+    latch: bool = True
+    clear_after_s: float = Field(3600.0, gt=0, le=7 * 24 * 3600)
+
+    @model_validator(mode="after")
+    def _k_le_n(self) -> DetectionConfig:
+        if self.k > self.n:
+            raise ValueError(f"k ({self.k}) must not exceed n ({self.n})")
+        return self
+
+
 class CameraConfig(_Section):
     """One camera: a file, /dev/videoN or index, rtsp/http URL, or a GStreamer pipeline."""
 
@@ -63,6 +94,9 @@ class CameraConfig(_Section):
     crop: tuple[int, int, int, int] | None = None
     # This camera's fall threshold (e.g. from `edge-hf calibrate`); default model.threshold.
     threshold: float | None = Field(None, gt=0.0, lt=1.0)
+    # This camera's detection settings: the keys given here override the top-level `detection`
+    # (merged by Config before validation, so errors name cameras[i].detection.<key>).
+    detection: DetectionConfig | None = None
 
     @field_validator("crop")
     @classmethod
@@ -79,32 +113,6 @@ class CameraConfig(_Section):
         return v
 
 
-class DetectionConfig(_Section):
-    """How window scores become fall events."""
-
-    smoothing: Literal["k_of_n", "median"] = "k_of_n"
-    k: int = Field(2, ge=1)
-    n: int = Field(3, ge=1)
-    end_after: int = Field(20, ge=1)  # windows below threshold that end an event
-    max_event_s: float = Field(120.0, gt=0, le=7 * 24 * 3600)
-    cooldown_s: float = Field(10.0, ge=0)
-    # With a model that has a `down` class: a fall is raised only once the person has stayed down
-    # this long after the descent (0: at once, on the descent alone). Costs this much latency.
-    confirm_s: float | None = Field(None, ge=0, le=60)  # unset: the model's, else 0
-    snapshot: bool = False  # JPEG of the window's centre frame, written before the event is sent
-    # Latched (the care default): a fall stays on until someone acknowledges it (MQTT
-    # `<camera>/ack`, the Home Assistant button) or for clear_after_s; the person lying still
-    # does not clear it. Unlatched: it ends when the person is up again (end_after windows).
-    latch: bool = True
-    clear_after_s: float = Field(3600.0, gt=0, le=7 * 24 * 3600)
-
-    @model_validator(mode="after")
-    def _k_le_n(self) -> DetectionConfig:
-        if self.k > self.n:
-            raise ValueError(f"k ({self.k}) must not exceed n ({self.n})")
-        return self
-
-
 class TlsConfig(_Section):
     ca: Path | None = None
     cert: Path | None = None
@@ -113,7 +121,8 @@ class TlsConfig(_Section):
 
 
 class MqttConfig(_Section):
-    """The broker that receives alerts (used when `enabled`)."""
+    """The broker that receives alerts: on when `enabled`, or when a `host` is given (unless
+    `enabled: false`)."""
 
     enabled: bool = False
     host: str = "127.0.0.1"
@@ -140,6 +149,13 @@ class MqttConfig(_Section):
                 "empty levels"
             )
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _on_with_a_host(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "host" in data and "enabled" not in data:
+            return {**data, "enabled": True}
+        return data
 
     @model_validator(mode="after")
     def _one_secret(self) -> MqttConfig:
@@ -207,6 +223,26 @@ class Config(_Section):
         if not NAME.fullmatch(v):
             raise ValueError("use letters, digits, '_' and '-' only (it becomes an MQTT topic)")
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _camera_detection(cls, data: Any) -> Any:
+        """A camera's `detection` keys override the top-level ones (merged, then validated)."""
+        if not isinstance(data, dict) or not isinstance(data.get("cameras"), list):
+            return data
+        top = data.get("detection") or {}
+        if not isinstance(top, dict):
+            return data
+        cams = []
+        for cam in data["cameras"]:
+            if isinstance(cam, dict) and isinstance(cam.get("detection"), dict):
+                cam = {**cam, "detection": {**top, **cam["detection"]}}
+            cams.append(cam)
+        return {**data, "cameras": cams}
+
+    def detection_for(self, camera: CameraConfig) -> DetectionConfig:
+        """The detection settings that apply to `camera`."""
+        return camera.detection or self.detection
 
     @model_validator(mode="after")
     def _unique_cameras(self) -> Config:

@@ -116,6 +116,7 @@ class _Candidate:
     started: float
     peak_score: float
     frame: np.ndarray | None
+    evidence: np.ndarray | None = None
 
 
 @dataclass
@@ -167,9 +168,11 @@ class FallDetector:
         t: float,
         centre_frame: np.ndarray | None = None,
         down: float | None = None,
+        evidence: np.ndarray | None = None,
     ) -> list[FallEvent]:
         """Feed one window's fall (and, if the model has one, down) probability at Unix time `t`;
-        return the events it causes (0 or 1)."""
+        return the events it causes (0 or 1). `centre_frame` is the window's centre frame as the
+        model saw it (RGB); `evidence` the same moment at camera resolution (BGR), if kept."""
         self.last_score = score
         self._recent.append(score)
         ev = self._open
@@ -178,9 +181,9 @@ class FallDetector:
                 return self._confirm(score, t, down)
             if t >= self._cooldown_until and self._smoothed_above():
                 if not self.cfg.confirm_s or down is None:
-                    return [self._start(score, t, centre_frame)]
+                    return [self._start(score, t, centre_frame, evidence=evidence)]
                 frame = None if centre_frame is None else centre_frame.copy()
-                self._candidate = _Candidate(t, score, frame)
+                self._candidate = _Candidate(t, score, frame, evidence)
                 self._down.clear()
             return []
         ev.peak_score = max(ev.peak_score, score)
@@ -210,7 +213,7 @@ class FallDetector:
         stayed = sum(d for _, d in self._down) / len(self._down)
         if t - c.started >= confirm_s and stayed >= CONFIRM_LEVEL:
             self._candidate = None
-            return [self._start(c.peak_score, t, c.frame, started=c.started)]
+            return [self._start(c.peak_score, t, c.frame, started=c.started, evidence=c.evidence)]
         if t - c.started > confirm_s + CONFIRM_GRACE_S:
             self._candidate = None
             self.counts.unconfirmed += 1
@@ -234,13 +237,18 @@ class FallDetector:
         return [self._end(self.last_score, t, "shutdown")] if self._open is not None else []
 
     def _start(
-        self, score: float, t: float, frame: np.ndarray | None, started: float | None = None
+        self,
+        score: float,
+        t: float,
+        frame: np.ndarray | None,
+        started: float | None = None,
+        evidence: np.ndarray | None = None,
     ) -> FallEvent:
         # Stable and unique: the same camera never starts two events at the same instant, and a
         # replay of the same file gives the same ids.
         started = t if started is None else started
         event_id = str(uuid.uuid5(_NAMESPACE, f"{self.device_id}/{self.camera}/{started:.3f}"))
-        self._open = _Open(event_id, started, score, self._snapshot(event_id, frame))
+        self._open = _Open(event_id, started, score, self._snapshot(event_id, frame, evidence))
         self.counts.start += 1
         log.info("%s: fall started (score %.2f) event %s", self.camera, score, event_id)
         return self._event("start", score, t)
@@ -264,13 +272,46 @@ class FallDetector:
             ev.peak_score, self.model, ev.snapshot, reason,
         )  # fmt: skip
 
-    def _snapshot(self, event_id: str, frame: np.ndarray | None) -> str | None:
-        """Write the window's centre frame as JPEG before the event goes out; None if off."""
-        if self.snapshot_dir is None or frame is None:
+    def _snapshot(
+        self, event_id: str, frame: np.ndarray | None, evidence: np.ndarray | None
+    ) -> str | None:
+        """Write the window's centre frame as JPEG before the event goes out (at the camera's
+        resolution when kept, else as the model saw it); None if off. Old ones are pruned."""
+        if self.snapshot_dir is None:
+            return None
+        if evidence is not None:
+            bgr = evidence
+        elif frame is not None:
+            bgr = cv2.cvtColor(frame, cv2.COLOR_RGB2BGR)
+        else:
             return None
         self.snapshot_dir.mkdir(parents=True, exist_ok=True)
         path = self.snapshot_dir / f"{event_id}.jpg"
-        if not cv2.imwrite(str(path), cv2.cvtColor(frame, cv2.COLOR_RGB2BGR)):
+        if not cv2.imwrite(str(path), bgr, [cv2.IMWRITE_JPEG_QUALITY, 85]):
             log.warning("%s: could not write snapshot %s", self.camera, path)
             return None
+        prune(self.snapshot_dir, self.cfg.snapshot_keep, int(self.cfg.snapshot_max_mb * 1e6))
         return str(path)
+
+
+def prune(folder: Path, keep: int, max_bytes: int) -> int:
+    """Delete the oldest JPEGs in `folder` until at most `keep` files and `max_bytes` remain;
+    returns how many went."""
+    try:
+        files = sorted(
+            ((p.stat().st_mtime, p.stat().st_size, p) for p in folder.glob("*.jpg")),
+            key=lambda f: f[0],
+        )
+    except OSError:
+        return 0
+    total = sum(size for _, size, _ in files)
+    removed = 0
+    while files and (len(files) > keep or total > max_bytes):
+        _, size, path = files.pop(0)
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        total -= size
+        removed += 1
+    return removed

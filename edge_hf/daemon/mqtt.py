@@ -19,6 +19,7 @@ Topics (prefix `edge_hf` by default):
 - `<prefix>/<device>/<camera>/fall`        retained `ON` / `OFF`
 - `<prefix>/<device>/<camera>/event`       QoS 1 JSON event (see `event.schema.json`)
 - `<prefix>/<device>/<camera>/attributes`  retained: the camera's last event (entity attributes)
+- `<prefix>/<device>/<camera>/snapshot`    retained JPEG of the last fall (`detection.snapshot`)
 - `<prefix>/<device>/<camera>/ack`         subscribed: any payload acknowledges a latched fall
 - `<discovery>/<component>/<device>/<object>/config`  Home Assistant discovery, retained
 """
@@ -33,7 +34,7 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ from edge_hf.daemon.status import SinkHealth, Snapshot
 
 log = logging.getLogger(__name__)
 WATCH_S = 2.0  # how often the network thread is checked
+MAX_SNAPSHOT_BYTES = 5_000_000  # a larger JPEG is not published (it stays on disk)
 HAND_OVER = 100  # most alerts held in paho's memory at once; the rest wait in the outbox
 ANNOUNCE_DELAY_S = 1.0  # Home Assistant "online" bursts are answered once, this much later
 
@@ -77,11 +79,13 @@ class MqttSink:
         cameras: list[str],
         state_dir: Path,
         model_name: str = "",
+        snapshot_cameras: Iterable[str] = (),
     ) -> None:
         self.cfg = cfg
         self.device_id = device_id
         self.cameras = cameras
         self.model_name = model_name
+        self.snapshot_cameras = set(snapshot_cameras)  # they get a Home Assistant image entity
         self.base = f"{cfg.topic_prefix}/{device_id}"
         max_bytes = int(cfg.outbox_max_mb * 1e6) if cfg.outbox_max_mb else None
         self.outbox = Outbox(state_dir / "outbox.sqlite3", max_bytes=max_bytes)
@@ -331,8 +335,8 @@ class MqttSink:
         if acked and row is not None:
             self.outbox.remove(row)
 
-    def _durable(self, topic: str, payload: str, retain: bool = False) -> None:
-        data = payload.encode()
+    def _durable(self, topic: str, payload: str | bytes, retain: bool = False) -> None:
+        data = payload.encode() if isinstance(payload, str) else payload
         with self._send_lock:
             row = self.outbox.add(topic, data, self.cfg.qos, retain)
             if not self._backlog and len(self._held()) < HAND_OVER:
@@ -364,23 +368,31 @@ class MqttSink:
         self._removed = []
         self._remember_announced()
 
-    # Home Assistant entities per camera: (component, object id suffix).
+    # Home Assistant entities per camera: (component, object id suffix); the image only for
+    # cameras with snapshots on.
     ENTITIES = (
         ("binary_sensor", "fall"), ("sensor", "status"), ("event", "fall_event"),
-        ("button", "acknowledge"),
+        ("button", "acknowledge"), ("image", "snapshot"),
     )  # fmt: skip
 
+    def _entities(self, camera: str, every: bool = False) -> list[tuple[str, str]]:
+        """(component, discovery topic) of a camera's entities (`every`: whether used or not)."""
+        d = self.cfg.discovery_prefix
+        return [
+            (c, f"{d}/{c}/{self.device_id}/{camera}_{o}/config")
+            for c, o in self.ENTITIES
+            if every or c != "image" or camera in self.snapshot_cameras
+        ]
+
     def _discovery_topics(self, camera: str) -> list[str]:
-        d = f"{self.cfg.discovery_prefix}"
-        return [f"{d}/{c}/{self.device_id}/{camera}_{o}/config" for c, o in self.ENTITIES]
+        return [topic for _, topic in self._entities(camera, every=True)]
 
     def discovery(self) -> dict[str, dict[str, Any]]:
         """Every Home Assistant discovery payload, by topic: the box, then each camera's."""
         d, dev = self.cfg.discovery_prefix, self.device_id
         out = {f"{d}/binary_sensor/{dev}/running/config": self._box_config()}
         for cam in self.cameras:
-            topics = self._discovery_topics(cam)
-            for topic, (component, _) in zip(topics, self.ENTITIES, strict=True):
+            for component, topic in self._entities(cam):
                 out[topic] = self.discovery_config(cam, component)
         return out
 
@@ -479,6 +491,16 @@ class MqttSink:
                 "availability": [box_up],
                 **common,
             }
+        if component == "image":
+            return {
+                "name": "Fall snapshot",
+                "unique_id": f"edge_hf_{self.device_id}_{camera}_snapshot",
+                "default_entity_id": f"image.{self.device_id}_{camera}_snapshot",
+                "image_topic": f"{base}/snapshot",
+                "content_type": "image/jpeg",
+                "availability": [box_up],
+                **common,
+            }
         raise ValueError(f"no Home Assistant entity for component {component!r}")
 
     # ------------------------------------------------------------------ AlertSink
@@ -486,6 +508,8 @@ class MqttSink:
     def send(self, event: FallEvent) -> None:
         """Persist, then publish the event and the camera's fall state."""
         cam = event.camera
+        if event.type == "start" and event.snapshot and cam in self._fall:
+            self._send_snapshot(cam, Path(event.snapshot))  # first: the automation shows it
         payload = event.to_json()
         self._durable(f"{self.base}/{cam}/event", payload)
         if cam not in self._fall:
@@ -496,6 +520,17 @@ class MqttSink:
         if self._fall.get(cam) != state:
             self._fall[cam] = state
             self._durable(f"{self.base}/{cam}/fall", state, retain=True)
+
+    def _send_snapshot(self, camera: str, path: Path) -> None:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            log.warning("%s: snapshot %s not published (%s)", camera, path, exc.strerror)
+            return
+        if len(data) > MAX_SNAPSHOT_BYTES:
+            log.warning("%s: snapshot %s is %d bytes: not published", camera, path, len(data))
+            return
+        self._durable(f"{self.base}/{camera}/snapshot", data, retain=True)
 
     def listen(self, handler: Callable[[str, str], None]) -> None:
         self._command = handler

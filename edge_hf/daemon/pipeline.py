@@ -147,8 +147,12 @@ class Pipeline:
                 score = float(p[fall_i])
                 down = float(p[down_i]) if down_i is not None else None
                 cam.scores.append(score)
-                centre = w.frames[len(w.frames) // 2]
-                for event in cam.detector.update(score, to_unix(w.times[-1]), centre, down):
+                mid = len(w.frames) // 2
+                full = None  # the centre frame at camera resolution, when snapshots are on
+                if cam.thread is not None and cam.detector.snapshot_dir is not None:
+                    full = cam.thread.evidence(w.times[mid])
+                t = to_unix(w.times[-1])
+                for event in cam.detector.update(score, t, w.frames[mid], down, full):
                     self.sink.send(event)
 
     # ------------------------------------------------------------------ live
@@ -213,6 +217,7 @@ class Pipeline:
             cam.thread = CaptureThread(
                 c.name, factory, cam.ring, cam.interval_s, self.size, self.stop,
                 c.stall_timeout_s, crop=c.crop,
+                evidence=self.window + 2 if cam.detector.snapshot_dir is not None else 0,
             )  # fmt: skip
             cam.thread.start()
         # READY once every camera has tried its first open (or after READY_WAIT_S), said by the
