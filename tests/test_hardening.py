@@ -385,8 +385,8 @@ def test_a_long_outage_costs_disk_not_memory_and_keeps_order(
         sink.send(e)
         sink.camera_status("hall", "stalled" if i % 2 else "online")
     queued = [m.topic for m in sink.client._out_messages.values()]  # paho's in-memory queue
-    events = [t for t in queued if t.endswith("/event")]
-    assert len(events) <= HAND_OVER, f"paho holds {len(events)} events; the rest wait on disk"
+    held = [t for t in queued if t.endswith("/event")]
+    assert len(held) <= HAND_OVER, f"paho holds {len(held)} events; the rest wait on disk"
     assert len(queued) <= HAND_OVER + 10, "camera states are not queued while offline"
     assert len(sink.outbox) == 2 * len(events), "every event and every ON/OFF waits on disk"
     broker.start()

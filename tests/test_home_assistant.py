@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import cv2
+import jsonschema
 import numpy as np
 import paho.mqtt.client as mqtt
 import pytest
@@ -30,7 +31,7 @@ from edge_hf.training.synth import write_demo_clips
 from tests.broker import Broker
 from tests.conftest import SHIPPED_MODEL
 from tests.test_daemon import DEMO_THRESHOLD
-from tests.test_mqtt import Subscriber
+from tests.test_mqtt import SCHEMA, Subscriber
 
 needs_shipped = pytest.mark.skipif(not SHIPPED_MODEL.exists(), reason="shipped model not built")
 
@@ -104,6 +105,8 @@ def test_kill_9_during_a_fall_leaves_no_stale_alarm(
     assert second.returncode == 0, err
     ends = [e for e in sub.events() if e["type"] == "end"]
     assert [(e["event_id"], e["end_reason"]) for e in ends] == [(started["event_id"], "restart")]
+    for e in (started, *ends):
+        jsonschema.validate(e, SCHEMA, format_checker=jsonschema.FormatChecker())
     assert _retained(broker.port, "edge_hf/box/hall/fall") == b"OFF", "no stale alarm"
     assert not (tmp_path / "state" / "open-events.json").read_text().strip("{} \n")
 
@@ -179,6 +182,7 @@ def test_an_ack_over_mqtt_clears_a_latched_fall(
         ack.disconnect()
         msgs = sub.wait_for(lambda m: len([1 for t, _, _ in m if t.endswith("/event")]) >= 2)
         assert sub.events()[1]["end_reason"] == "acknowledged"
+        jsonschema.validate(sub.events()[1], SCHEMA, format_checker=jsonschema.FormatChecker())
         assert [p for t, p, _ in msgs if t.endswith("/fall")][-1] == b"OFF"
     finally:
         pipeline.stop.set()

@@ -400,7 +400,9 @@ class MqttSink:
         return {"name": "edge_hf", "sw_version": __version__}
 
     def _box_config(self) -> dict[str, Any]:
-        """The box itself: a device the cameras hang under (`via_device`), with one entity."""
+        """The box itself: a device the cameras hang under (`via_device`), with one entity.
+        Entity names are chosen so that Home Assistant's own ids (device name + entity name)
+        equal `default_entity_id`, which versions before 2025.10 ignore."""
         return {
             "name": "Running",
             "unique_id": f"edge_hf_{self.device_id}_running",
@@ -456,7 +458,7 @@ class MqttSink:
             }
         if component == "sensor":
             return {
-                "name": "Camera",
+                "name": "Status",
                 "unique_id": f"edge_hf_{self.device_id}_{camera}_status",
                 "default_entity_id": f"sensor.{self.device_id}_{camera}_status",
                 "device_class": "enum",
@@ -483,7 +485,7 @@ class MqttSink:
             }
         if component == "button":
             return {
-                "name": "Acknowledge fall",
+                "name": "Acknowledge",
                 "unique_id": f"edge_hf_{self.device_id}_{camera}_acknowledge",
                 "default_entity_id": f"button.{self.device_id}_{camera}_acknowledge",
                 "command_topic": f"{base}/ack",
@@ -493,7 +495,7 @@ class MqttSink:
             }
         if component == "image":
             return {
-                "name": "Fall snapshot",
+                "name": "Snapshot",
                 "unique_id": f"edge_hf_{self.device_id}_{camera}_snapshot",
                 "default_entity_id": f"image.{self.device_id}_{camera}_snapshot",
                 "image_topic": f"{base}/snapshot",
