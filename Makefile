@@ -8,7 +8,7 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 EXTRAS := cpu,train,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv mosquitto lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card bench-outage clean
+.PHONY: help venv mosquitto lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card bench-outage ha-check clean
 
 help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips"
@@ -123,6 +123,24 @@ bench: $(STAMP) mosquitto
 # Memory of a long broker outage (20 000 alerts offline, then the drain): one JSON line.
 bench-outage: $(STAMP) mosquitto
 	$(PY) benchmarks/outage_memory.py --events 20000
+
+# Opt-in check with a real Home Assistant core (2024.3.3, its own venv in .ha-venv; not in
+# `make test`): discovery, a fall acknowledged by its button, kill -9 without a stale alarm.
+HA_VENV := .ha-venv
+HA_PY   ?= python3.11
+HA_REQS := homeassistant==2024.3.3 paho-mqtt==1.6.1 'josepy<2' Pillow==10.2.0 \
+	aiohttp-fast-url-dispatcher==0.3.0 aiohttp-zlib-ng==0.3.1 aiohttp_cors==0.7.0 \
+	hass-nabucasa==0.78.0 home-assistant-frontend==20240307.0 janus==1.0.0 \
+	psutil-home-assistant==0.0.1 securetar==2024.2.1 SQLAlchemy==2.0.27 fnv-hash-fast==0.5.0 \
+	numpy==1.26.0 PyTurboJPEG==1.7.1 mutagen==1.47.0 hassil==1.6.1 \
+	home-assistant-intents==2024.3.12 ha-ffmpeg==3.1.0
+$(HA_VENV)/.stamp:
+	$(HA_PY) -m venv $(HA_VENV)
+	$(HA_VENV)/bin/pip install -q $(HA_REQS)
+	touch $@
+
+ha-check: $(STAMP) mosquitto $(HA_VENV)/.stamp
+	$(PY) deploy/ha_check.py --hass $(HA_VENV)/bin/hass
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

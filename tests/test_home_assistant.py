@@ -288,3 +288,29 @@ def test_snapshots_are_pruned_by_count_and_bytes(tmp_path: Path) -> None:
     assert sorted(p.stem for p in tmp_path.glob("*.jpg")) == [str(i) for i in range(4, 10)]
     prune(tmp_path, keep=100, max_bytes=3 * size)
     assert sorted(p.stem for p in tmp_path.glob("*.jpg")) == ["7", "8", "9"], "newest kept"
+
+
+def test_on_connect_the_fall_state_comes_before_availability(
+    broker: Broker, tmp_path: Path
+) -> None:
+    """Home Assistant shows an entity again with the last state it got: a stale retained ON must
+    be overwritten before the box says `online`, or `to: "on"` automations fire."""
+    stale = mqtt.Client(CallbackAPIVersion.VERSION2)
+    stale.connect("127.0.0.1", broker.port)
+    stale.publish("edge_hf/box/hall/fall", "ON", qos=1, retain=True).wait_for_publish(5)
+    stale.disconnect()
+    sub = Subscriber(broker.port, "edge_hf/box/#")
+    sub.wait_for(lambda m: len(m) >= 1)  # the stale retained ON
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
+    sink.start()
+    msgs = sub.wait_for(lambda m: ("edge_hf/box/availability", b"online", False) in m)
+    order = [
+        (t, p) for t, p, _ in msgs if t in ("edge_hf/box/hall/fall", "edge_hf/box/availability")
+    ]
+    assert order == [
+        ("edge_hf/box/hall/fall", b"ON"),  # the stale one
+        ("edge_hf/box/hall/fall", b"OFF"),
+        ("edge_hf/box/availability", b"online"),
+    ], order
+    sink.close()
+    sub.close()

@@ -208,7 +208,10 @@ class MqttSink:
             self._publish_states()
 
     def _publish_states(self) -> None:
-        """Every camera's fall state, retained, once nothing older waits or is in flight."""
+        """Every camera's fall state, retained, once nothing older waits or is in flight; then
+        availability `online`. In that order: Home Assistant shows an entity again with the
+        last state it received, and a stale `ON` (left by a killed daemon) must be overwritten
+        before, or an automation on `to: "on"` fires a false alarm."""
         with self._send_lock:
             if not self._state_due or not self.connected.is_set() or self._backlog:
                 return
@@ -221,6 +224,7 @@ class MqttSink:
                     self._publish(
                         f"{self.base}/{cam}/attributes", self._attributes[cam], 1, True, None
                     )
+            self._publish(f"{self.base}/availability", "online", 1, True, None)
 
     def _rebuild(self) -> None:
         log.error("MQTT network thread ended unexpectedly: rebuilding the client")
@@ -351,8 +355,8 @@ class MqttSink:
             self._publish(topic, payload, 1, True, None)
 
     def _announce(self) -> None:
-        """Availability, camera states and discovery: re-sent on every (re)connect."""
-        self._publish(f"{self.base}/availability", "online", 1, True, None)
+        """Discovery and camera states: re-sent on every (re)connect (availability follows the
+        fall states, in `_publish_states`)."""
         for topic, payload in self.discovery().items():
             self._publish(topic, json.dumps(payload), 1, True, None)
         for cam in self.cameras:
