@@ -378,3 +378,29 @@ def test_replay_can_hold_the_last_frame_of_a_clip_cut_short(
     assert list(held.cameras[0].scores)[:n] == list(plain.cameras[0].scores)
     last = list(held.cameras[0].scores)[-5:]
     assert max(last) - min(last) < 1e-6, "a still frame scores the same every window"
+
+
+def test_the_batch_wait_ends_when_every_due_camera_has_written(
+    tiny_onnx: Path, tmp_path: Path
+) -> None:
+    """No fixed coalescing delay: the loop waits only for online cameras due at the newest tick."""
+    from types import SimpleNamespace
+
+    cfg = _config(tiny_onnx, tmp_path, {"a": tmp_path / "a.mp4", "b": tmp_path / "b.mp4"})
+    pipeline = build_pipeline(cfg, RecordingSink(), score_history=None)
+    a, b = pipeline.cameras
+    for cam in (a, b):
+        cam.thread = SimpleNamespace(stats=SimpleNamespace(state="online"))  # type: ignore[assignment]
+    frame = np.zeros((*pipeline.size, 3), np.uint8)
+    a.ring.write(frame, 10.0)
+    b.ring.write(frame, 10.0)
+    assert pipeline.wait_for_batch(5.0) < 1.0, "both wrote tick 10.0: no wait"
+    a.ring.write(frame, 10.1)  # b is due at 10.1 too and writes 50 ms later
+    threading.Timer(0.05, b.ring.write, (frame, 10.1)).start()
+    waited = pipeline.wait_for_batch(5.0)
+    assert 0.04 <= waited < 1.0, waited
+    a.ring.write(frame, 10.2)
+    b.thread.stats.state = "stalled"  # never waited for
+    assert pipeline.wait_for_batch(5.0) < 1.0
+    b.thread.stats.state = "online"
+    assert pipeline.wait_for_batch(0.2) >= 0.2, "an online camera that is late: waited, capped"

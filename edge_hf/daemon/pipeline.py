@@ -157,6 +157,36 @@ class Pipeline:
 
     # ------------------------------------------------------------------ live
 
+    def _lagging(self) -> list[CameraRuntime]:
+        """Online cameras due at the newest sampled tick that have not written it yet."""
+        newest = max((t for c in self.cameras if (t := c.ring.last_time) is not None), default=None)
+        if newest is None:
+            return []
+        out = []
+        for c in self.cameras:
+            if c.thread is None or c.thread.stats.state != "online":
+                continue  # a stalled or ended camera is never waited for
+            last = c.ring.last_time
+            if last is None or (last < newest - 1e-6 and last + c.interval_s <= newest + 1e-6):
+                out.append(c)
+        return out
+
+    def wait_for_batch(self, max_s: float) -> float:
+        """Wait until every online camera due at the newest tick has written it (at most `max_s`);
+        returns the seconds waited. Ends at once when all are in: no fixed coalescing delay."""
+        t0 = time.monotonic()
+        deadline = t0 + max_s
+        while not self.stop.is_set():
+            self._new_sample.clear()
+            if not self._lagging():
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self._new_sample.wait(left)
+        self._new_sample.set()  # the caller's loop clears it after taking the windows
+        return time.monotonic() - t0
+
     def _due_windows(self) -> list[tuple[CameraRuntime, Window]]:
         due = []
         for cam in self.cameras:
@@ -260,8 +290,8 @@ class Pipeline:
     def run(self, drain_s: float = 5.0) -> None:
         """The inference loop, until `stop` is set or every (file) camera has ended."""
         wall_offset = time.time() - time.monotonic()
-        # Cameras tick on a shared grid but their frames land a little apart: wait this long after
-        # the first new sample so the others join the same batch.
+        # Cameras tick on a shared grid but their frames land a little apart: after the first new
+        # sample, wait for the others due at that tick to join the batch, this long at most.
         coalesce_s = min(0.03, min(c.interval_s for c in self.cameras) / 3)
         beat_s = min(5.0, watchdog_interval_s() or 5.0)
         next_beat = time.monotonic()
@@ -269,7 +299,7 @@ class Pipeline:
         try:
             while not self.stop.is_set():
                 if self._new_sample.wait(0.5) and len(self.cameras) > 1:
-                    self.stop.wait(coalesce_s)
+                    self.wait_for_batch(coalesce_s)
                 self._new_sample.clear()
                 self._run_commands()
                 due = self._due_windows()

@@ -43,6 +43,11 @@ class FrameRing:
     def seq(self) -> int:
         return self._seq
 
+    @property
+    def last_time(self) -> float | None:
+        """The newest sample's time (None before the first write)."""
+        return None if self._seq == 0 else float(self._times[(self._seq - 1) % self.capacity])
+
     def write(self, frame: np.ndarray, t: float) -> None:
         """Store a frame (copied into the next slot). Never blocks on readers."""
         i = self._seq % self.capacity
