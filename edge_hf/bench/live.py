@@ -212,7 +212,7 @@ def soak(
             {"name": f"cam{i}", "source": str(video.resolve()), "loop": True}
             for i in range(cameras)
         ],
-        "detection": {"k": 2, "n": 3, "end_after": 3, "cooldown_s": 0},
+        "detection": {"k": 2, "n": 3, "end_after": 3, "cooldown_s": 0, "latch": False},
         "mqtt": {"enabled": True, "host": "127.0.0.1", "port": broker.port},
         "state_dir": str(workdir / "state"),
         "stats_interval_s": 30,
