@@ -255,6 +255,14 @@ def _training_commands(
     p.add_argument("--atol", type=float, default=1e-3, help="largest allowed logit difference")
     p.add_argument("--threshold", type=float, help="operating point: fall threshold it ships with")
     p.add_argument("--confirm-s", type=float, help="operating point: detection.confirm_s")
+    p.add_argument(
+        "--int8", action="store_true",
+        help="write an int8 QDQ model (ONNX Runtime static quantisation; --checkpoint may then "
+        "also be an exported fp32 .onnx)",
+    )  # fmt: skip
+    p.add_argument("--calibration", help="--int8: clips (folder or manifest) to calibrate on")
+    p.add_argument("--calibration-windows", type=int, default=300, help="--int8: at most this many")
+    p.add_argument("--cache-dir", help="decoded-clip cache for --calibration")
     p.set_defaults(func=_training("export"))
 
     p = sub.add_parser(

@@ -93,6 +93,8 @@ def diagnose(args: argparse.Namespace) -> int:
 def export(args: argparse.Namespace) -> int:
     from edge_hf.training.export import ExportError, export_onnx
 
+    if args.int8:
+        return _export_int8(args)
     try:
         contract = export_onnx(
             Path(args.checkpoint), Path(args.out), atol=args.atol, threshold=args.threshold,
@@ -104,6 +106,39 @@ def export(args: argparse.Namespace) -> int:
     except ValueError as exc:  # an operating point the contract refuses (--threshold 1.5)
         raise UserError(f"--threshold/--confirm-s: {exc}") from None
     print(f"wrote {args.out}: {contract.backbone} T={contract.window} classes={contract.classes}")
+    return 0
+
+
+def _export_int8(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from edge_hf.training.export import ExportError, export_onnx
+    from edge_hf.training.quantize import calibration_windows, quantize_int8
+
+    if not args.calibration:
+        raise UserError("--int8 needs --calibration DATA (clips like the training data)")
+    if not 1 <= args.calibration_windows <= 100_000:
+        raise UserError(f"--calibration-windows {args.calibration_windows}: give 1..100000")
+    source, out = Path(args.checkpoint), Path(args.out)
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = source
+        if source.suffix != ".onnx":
+            fp32 = Path(tmp) / "fp32.onnx"
+            try:
+                export_onnx(source, fp32, atol=args.atol, threshold=args.threshold,
+                            confirm_s=args.confirm_s)  # fmt: skip
+            except ExportError as exc:
+                print(f"edge-hf export: {exc}", file=sys.stderr)
+                return 1
+        cache = Path(args.cache_dir) if args.cache_dir else None
+        windows = calibration_windows(fp32, Path(args.calibration), args.calibration_windows, cache)
+        stats = quantize_int8(fp32, out, windows, f" from {Path(args.calibration).name}")
+    print(
+        f"wrote {out}: int8 QDQ, {stats['int8_bytes'] / 1e6:.1f} MB (fp32 "
+        f"{stats['fp32_bytes'] / 1e6:.1f} MB); on {stats['windows']} calibration windows the "
+        f"top class agrees with fp32 on {stats['argmax_agreement']:.1%}, largest probability "
+        f"difference {stats['max_prob_diff']:.3f}"
+    )
     return 0
 
 
