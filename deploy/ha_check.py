@@ -158,6 +158,8 @@ def main() -> int:
     p.add_argument("--hass", default=str(ROOT / ".ha-venv" / "bin" / "hass"))
     p.add_argument("--keep", help="keep the work folder here (default: a temporary one)")
     a = p.parse_args()
+    if not Path(a.hass).is_file():
+        sys.exit(f"ha_check: no Home Assistant at {a.hass}; `make ha-check` builds .ha-venv")
     work = Path(a.keep or tempfile.mkdtemp(prefix="edge-hf-ha-check-"))
     work.mkdir(parents=True, exist_ok=True)
     results: list[tuple[bool, str]] = []

@@ -235,15 +235,21 @@ def test_errors_never_echo_a_password() -> None:
     assert _redact("rtsp://user:p@ss@cam.local:554/s") == "rtsp://user:***@cam.local:554/s"
 
 
-def test_a_second_daemon_on_the_same_state_dir_is_refused(tiny_onnx: Path, tmp_path: Path) -> None:
+def _vtest_config(tmp_path: Path, model: Path, camera: str, state: str) -> Path:
+    """A one-camera config on vtest.avi (768x576) with `camera`'s extra keys; skips without it."""
     video = SHARED_DATA / "capture" / "vtest.avi"
     if not video.exists():
         pytest.skip("../shared/data not present")
     config = tmp_path / "c.yaml"
     config.write_text(
-        f"device_id: t\nmodel: {{path: {tiny_onnx}, providers: [cpu]}}\n"
-        f"cameras: [{{name: a, source: {video}, loop: true}}]\nstate_dir: {tmp_path / 'state'}\n"
+        f"device_id: t\nmodel: {{path: {model}, providers: [cpu]}}\n"
+        f"cameras: [{{name: a, source: {video}, {camera}}}]\nstate_dir: {tmp_path / state}\n"
     )
+    return config
+
+
+def test_a_second_daemon_on_the_same_state_dir_is_refused(tiny_onnx: Path, tmp_path: Path) -> None:
+    config = _vtest_config(tmp_path, tiny_onnx, "loop: true", "state")
     cmd = [sys.executable, "-m", "edge_hf.cli", "run", "--config", str(config)]
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -349,15 +355,7 @@ def test_a_burst_of_home_assistant_online_messages_gives_one_rediscovery(
 
 
 def test_a_crop_past_the_frame_is_one_line_at_replay(tiny_onnx: Path, tmp_path: Path) -> None:
-    video = SHARED_DATA / "capture" / "vtest.avi"  # 768x576
-    if not video.exists():
-        pytest.skip("../shared/data not present")
-    config = tmp_path / "c.yaml"
-    config.write_text(
-        f"device_id: t\nmodel: {{path: {tiny_onnx}, providers: [cpu]}}\n"
-        f"cameras: [{{name: a, source: {video}, crop: [700, 0, 200, 100]}}]\n"
-        f"state_dir: {tmp_path / 's'}\n"
-    )
+    config = _vtest_config(tmp_path, tiny_onnx, "crop: [700, 0, 200, 100]", "s")
     proc = subprocess.run(
         [sys.executable, "-m", "edge_hf.cli", "--log-level", "WARNING", "replay", "--config", str(config)],
         capture_output=True, text=True, check=False,

@@ -227,11 +227,6 @@ class FallDetector:
             return []
         return [self._end(self.last_score, t, "acknowledged")]
 
-    @property
-    def active(self) -> bool:
-        """A fall event is open (the camera's fall state is ON)."""
-        return self._open is not None
-
     def close(self, t: float) -> list[FallEvent]:
         """End an open event (shutdown or camera gone)."""
         return [self._end(self.last_score, t, "shutdown")] if self._open is not None else []
@@ -298,12 +293,10 @@ def prune(folder: Path, keep: int, max_bytes: int) -> int:
     """Delete the oldest JPEGs in `folder` until at most `keep` files and `max_bytes` remain;
     returns how many went."""
     try:
-        files = sorted(
-            ((p.stat().st_mtime, p.stat().st_size, p) for p in folder.glob("*.jpg")),
-            key=lambda f: f[0],
-        )
+        stats = [(p.stat(), p) for p in folder.glob("*.jpg")]
     except OSError:
         return 0
+    files = sorted(((st.st_mtime, st.st_size, p) for st, p in stats), key=lambda f: f[0])
     total = sum(size for _, size, _ in files)
     removed = 0
     while files and (len(files) > keep or total > max_bytes):

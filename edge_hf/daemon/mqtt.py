@@ -445,69 +445,44 @@ class MqttSink:
             "topic": f"{base}/status",
             "value_template": "{{ 'online' if value == 'online' else 'offline' }}",
         }
-        if component == "binary_sensor":
-            return {
-                "name": "Fall",
-                "unique_id": f"edge_hf_{self.device_id}_{camera}_fall",
-                "default_entity_id": f"binary_sensor.{self.device_id}_{camera}_fall",
-                "device_class": "safety",
-                "state_topic": f"{base}/fall",
-                "payload_on": "ON",
-                "payload_off": "OFF",
+        # Per component: the entity's name and its own keys. Availability is the box's alone
+        # unless given: a fall stays visible while its camera is stalled.
+        own: dict[str, tuple[str, dict[str, Any]]] = {
+            "binary_sensor": ("Fall", {
+                "device_class": "safety", "state_topic": f"{base}/fall",
+                "payload_on": "ON", "payload_off": "OFF",
                 "json_attributes_topic": f"{base}/attributes",
-                # A fall stays visible while the camera is stalled: only the box going away
-                # makes it unavailable.
-                "availability": [box_up],
-                **common,
-            }
-        if component == "sensor":
-            return {
-                "name": "Status",
-                "unique_id": f"edge_hf_{self.device_id}_{camera}_status",
-                "default_entity_id": f"sensor.{self.device_id}_{camera}_status",
-                "device_class": "enum",
-                "options": ["online", "stalled", "offline"],
+            }),
+            "sensor": ("Status", {
+                "device_class": "enum", "options": ["online", "stalled", "offline"],
                 "state_topic": f"{base}/status",
-                "availability": [box_up],
-                **common,
-            }
-        if component == "event":
-            return {
-                "name": "Fall event",
-                "unique_id": f"edge_hf_{self.device_id}_{camera}_fall_event",
-                "default_entity_id": f"event.{self.device_id}_{camera}_fall_event",
-                "event_types": ["start", "end"],
-                "state_topic": f"{base}/event",
+            }),
+            "event": ("Fall event", {
+                "event_types": ["start", "end"], "state_topic": f"{base}/event",
                 "value_template": (
                     "{{ {'event_type': value_json.type, 'event_id': value_json.event_id,"
                     " 'peak_score': value_json.peak_score,"
                     " 'end_reason': value_json.end_reason | default(none)} | to_json }}"
                 ),
-                "availability": [box_up, camera_up],
-                "availability_mode": "all",
-                **common,
-            }
-        if component == "button":
-            return {
-                "name": "Acknowledge",
-                "unique_id": f"edge_hf_{self.device_id}_{camera}_acknowledge",
-                "default_entity_id": f"button.{self.device_id}_{camera}_acknowledge",
-                "command_topic": f"{base}/ack",
-                "payload_press": "ACK",
-                "availability": [box_up],
-                **common,
-            }
-        if component == "image":
-            return {
-                "name": "Snapshot",
-                "unique_id": f"edge_hf_{self.device_id}_{camera}_snapshot",
-                "default_entity_id": f"image.{self.device_id}_{camera}_snapshot",
-                "image_topic": f"{base}/snapshot",
-                "content_type": "image/jpeg",
-                "availability": [box_up],
-                **common,
-            }
-        raise ValueError(f"no Home Assistant entity for component {component!r}")
+                "availability": [box_up, camera_up], "availability_mode": "all",
+            }),
+            "button": ("Acknowledge", {"command_topic": f"{base}/ack", "payload_press": "ACK"}),
+            "image": ("Snapshot", {
+                "image_topic": f"{base}/snapshot", "content_type": "image/jpeg",
+            }),
+        }  # fmt: skip
+        if component not in own:
+            raise ValueError(f"no Home Assistant entity for component {component!r}")
+        name, keys = own[component]
+        suffix = dict(self.ENTITIES)[component]
+        return {
+            "name": name,
+            "unique_id": f"edge_hf_{self.device_id}_{camera}_{suffix}",
+            "default_entity_id": f"{component}.{self.device_id}_{camera}_{suffix}",
+            "availability": [box_up],
+            **keys,
+            **common,
+        }
 
     # ------------------------------------------------------------------ AlertSink
 
