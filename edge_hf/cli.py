@@ -40,6 +40,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         args.soak_cameras,
         args.repeats,
         args.quick,
+        Path(args.score_model),
+        Path(args.score_data),
     )
     return 0
 
@@ -362,13 +364,21 @@ def _bench_command(
     )
     p.add_argument("--video", help="camera clip for the capacity runs (default: a generated one)")
     p.add_argument(
-        "--sections", nargs="+", help="prep, inference, capacity, latency (default: all)"
+        "--sections", nargs="+", help="prep, inference, capture, capacity, latency (default: all)"
     )
     p.add_argument("--seconds", type=float, default=10.0, help="length of each capacity run")
     p.add_argument("--soak-s", type=float, default=600.0, help="length of the latency/RSS run")
     p.add_argument("--soak-cameras", type=int, default=2)
     p.add_argument("--repeats", type=int, default=7, help="timing repeats (median and IQR)")
     p.add_argument("--quick", action="store_true", help="fewer sizes and batches (smoke test)")
+    p.add_argument(
+        "--score-model", default="models/fall-real-efficientnet_lite0-t3.onnx",
+        help="capture section: a real-footage model whose scores the resize rules are compared on",
+    )  # fmt: skip
+    p.add_argument(
+        "--score-data", default="../shared/data/gmdcsa24",
+        help="capture section: a folder of real .mp4 clips for that comparison (skipped if absent)",
+    )  # fmt: skip
     p.set_defaults(func=_cmd_bench)
 
 

@@ -14,10 +14,11 @@ import torch
 
 from edge_hf.bench.live import run_cameras, soak
 from edge_hf.bench.prep import OurWindow, count_flops, naive_window
+from edge_hf.bench.runner import retimed
 from edge_hf.core.hyperframe import stack_frames
 from edge_hf.core.video import to_model_rgb
 from edge_hf.training.synth import write_demo_clips
-from tests.conftest import SHIPPED_MODEL
+from tests.conftest import SHARED_DATA, SHIPPED_MODEL
 
 
 def _frames(n: int) -> list[np.ndarray]:
@@ -132,3 +133,33 @@ def test_capacity_clip_is_retimed_to_a_camera_rate(fall_clip: Path, tmp_path: Pa
     a, b = cv2.VideoCapture(str(fall_clip)), cv2.VideoCapture(str(out))
     assert b.get(cv2.CAP_PROP_FPS) == 10.0 != a.get(cv2.CAP_PROP_FPS)
     assert b.get(cv2.CAP_PROP_FRAME_COUNT) == a.get(cv2.CAP_PROP_FRAME_COUNT)
+
+
+def test_capture_section_compares_before_ours_and_floor(tmp_path: Path) -> None:
+    """The capture section on a generated clip: before / ours / floor per sampled frame, the
+    decode split, the share of frames converted, the score effect on the given real clips."""
+    video = SHARED_DATA / "capture" / "vtest.avi"
+    if not video.exists():
+        pytest.skip("../shared/data not present")
+    out = tmp_path / "bench"
+    clips = tmp_path / "real"
+    clips.mkdir()
+    cmd = [sys.executable, "-c", "import sys; from edge_hf.cli import main; sys.exit(main())"]
+    retimed(video, clips / "a.mp4", fps=25.0, size=(320, 240))
+    r = subprocess.run(
+        [*cmd, "bench", "--sections", "capture", "--repeats", "2", "--out", str(out),
+         "--model", str(SHIPPED_MODEL), "--score-model", str(SHIPPED_MODEL),
+         "--score-data", str(clips)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    c = json.loads((out / "bench.json").read_text())["capture"]
+    assert c["frame"] == "640x480" and c["size"] == "112x112"
+    # (timings are the benchmark's business: here only that each was measured)
+    assert min(c["resize_floor_ms"], c["resize_ours"]["median_ms"], c["decode_grab_ms"]) > 0
+    assert c["cpu_ms_per_camera_s_ours"] > 0 and c["cpu_ms_per_camera_s_before"] > 0
+    assert c["converted_share"]["30"] < c["converted_share"]["15"] <= 1.0
+    s = c["scores"]
+    assert s["videos"] == 1 and s["windows"] > 100
+    assert 0 <= s["mean_abs_diff"] <= s["p99_abs_diff"] <= s["max_abs_diff"] < 1
+    assert "## Capture, per camera frame" in (out / "bench.md").read_text()

@@ -90,6 +90,37 @@ def test_a_camera_at_the_sampling_rate_gives_every_tick_its_own_frame() -> None:
     assert len(written) >= 39
 
 
+@pytest.mark.parametrize("fps", [10.0, 15.0, 25.0, 30.0])
+def test_only_frames_that_may_be_sampled_are_converted(fps: float) -> None:
+    """A camera at 10-30 fps with a few ms of jitter: the sampler asks for the conversion of far
+    fewer frames than arrive (at 25-30 fps at most half), and every tick still gets the frame a
+    sampler that saw every frame picks."""
+    rng = np.random.default_rng(int(fps))
+    arrivals = [k / fps + float(rng.uniform(-0.004, 0.004)) for k in range(1, int(fps * 20))]
+    full, lazy = TickSampler(0.0, 0.1), TickSampler(0.0, 0.1)
+    picked_full: list[tuple[float, int]] = []
+    picked_lazy: list[tuple[float, int]] = []
+    converted = 0
+    for i, now in enumerate(arrivals):
+        frame = np.full(1, i)
+        picked_full += [(t, int(f[0])) for t, f in full.on_frame(frame, now)]
+        keep = lazy.wants(now)
+        converted += keep
+        picked_lazy += [(t, int(f[0])) for t, f in lazy.on_frame(frame if keep else None, now)]
+    assert picked_lazy == picked_full
+    assert len(picked_full) >= 190
+    if fps >= 25:
+        assert converted <= 0.5 * len(arrivals)
+    assert converted <= 1.5 * len(picked_full)
+
+
+def test_a_frame_not_converted_is_never_sampled() -> None:
+    """Ignoring `wants` (no frame converted) never hands out a missing frame."""
+    sampler = TickSampler(0.0, 0.1)
+    got = [f for k in range(1, 40) for _, f in sampler.on_frame(None, k / 30)]
+    assert got == []
+
+
 def test_a_slow_camera_repeats_frames_and_a_fast_one_skips_them() -> None:
     slow, fast = TickSampler(0.0, 0.1), TickSampler(0.0, 0.1)
     got_slow = [i for k in range(10) for _, f in slow.on_frame(np.full(1, k), 0.25 * k) for i in f]

@@ -11,7 +11,6 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from edge_hf.daemon.capture import CaptureThread
@@ -144,12 +143,12 @@ def test_paho_network_thread_ending_is_noticed_and_the_client_rebuilt(
 
 
 class _FaultySource(OpenCVSource):
-    """A real file source whose read() raises once, after a few frames (a driver fault)."""
+    """A real file source whose grab() raises once, after a few frames (a driver fault)."""
 
     faults = 0
 
-    def read(self) -> tuple[np.ndarray, float] | None:
-        got = super().read()
+    def grab(self) -> float | None:
+        got = super().grab()
         self.reads = getattr(self, "reads", 0) + 1
         if _FaultySource.faults == 0 and self.reads >= 5:
             _FaultySource.faults += 1

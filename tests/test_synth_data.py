@@ -336,3 +336,51 @@ def test_classes_of_one_index_share_the_room(synth_small: Path) -> None:
     same = np.abs(first("fall/fall_5_0000.mp4") - first("sit_down/sit_down_5_0000.mp4")).mean()
     other = np.abs(first("fall/fall_5_0000.mp4") - first("fall/fall_5_0001.mp4")).mean()
     assert same < 0.5 * other
+
+
+def _vtest_frame() -> np.ndarray:
+    video = SHARED_DATA / "capture" / "vtest.avi"
+    if not video.exists():
+        pytest.skip("../shared/data not present")
+    cap = cv2.VideoCapture(str(video))
+    ok, frame = cap.read()
+    cap.release()
+    assert ok
+    return cv2.resize(frame, (640, 480), interpolation=cv2.INTER_AREA)
+
+
+def test_the_cheap_resize_keeps_the_model_s_view_of_a_real_frame() -> None:
+    """640x480 -> 112x112: "linear2x-area" (the default) stays within about a grey level of
+    INTER_AREA on average; "area" is INTER_AREA exactly; a bare bilinear resize is far off."""
+    frame = _vtest_frame()
+    area = cv2.cvtColor(
+        cv2.resize(frame, (112, 112), interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2RGB
+    ).astype(np.float32)
+    cheap = to_model_rgb(frame, (112, 112)).astype(np.float32)
+    assert np.array_equal(to_model_rgb(frame, (112, 112), resize="area"), area.astype(np.uint8))
+    assert np.abs(cheap - area).mean() < 1.5
+    bilinear = cv2.cvtColor(
+        cv2.resize(frame, (112, 112), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB
+    ).astype(np.float32)
+    assert np.abs(bilinear - area).mean() > 2 * np.abs(cheap - area).mean()
+    small = frame[:200, :200]  # under twice the size: plain area averaging either way
+    assert np.array_equal(
+        to_model_rgb(small, (112, 112)), to_model_rgb(small, (112, 112), resize="area")
+    )
+    with pytest.raises(ValueError, match="resize 'cubic'"):
+        to_model_rgb(frame, (112, 112), resize="cubic")
+
+
+def test_decoding_caches_each_resize_rule_apart(tmp_path: Path) -> None:
+    path = tmp_path / "v.avi"
+    frame = _vtest_frame()
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 10, (640, 480))
+    for _ in range(3):
+        writer.write(frame)
+    writer.release()
+    a = decode_video(path, (112, 112), tmp_path / "cache", resize="area").frames
+    b = decode_video(path, (112, 112), tmp_path / "cache", resize="linear2x-area").frames
+    assert len(list((tmp_path / "cache").glob("*.npy"))) == 2
+    assert not np.array_equal(a, b)
+    assert TrainConfig.from_dict({"data": "x"}).resize == "area", "old checkpoints: INTER_AREA"
+    assert TrainConfig(data="x").resize == "linear2x-area", "new trainings: the cheap rule"

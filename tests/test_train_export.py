@@ -92,6 +92,9 @@ def test_export_carries_the_contract_and_matches_pytorch(trained: Path, tmp_path
     assert json.loads(meta["edge_hf.classes"]) == sorted(CLASSES)
     assert json.loads(meta["edge_hf.mean"]) == pytest.approx([0.485, 0.456, 0.406])
     assert ModelContract.from_metadata(meta) == contract
+    assert meta["edge_hf.resize"] == "linear2x-area", "the rule the model was trained with"
+    old = {k: v for k, v in meta.items() if k != "edge_hf.resize"}
+    assert ModelContract.from_metadata(old).resize == "area", "models from before the key"
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     (inp,), (out,) = session.get_inputs(), session.get_outputs()
     assert (inp.name, out.name) == ("hyperframe", "logits")

@@ -106,10 +106,11 @@ def run_cameras(
         t.start()
     time.sleep(SETTLE_S)
     w0, s0, d0 = _counters(pipelines)
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), time.process_time()
     time.sleep(seconds)
     w1, s1, d1 = _counters(pipelines)
     elapsed = time.monotonic() - t0
+    cpu_cores = (time.process_time() - cpu0) / elapsed
     latency = [ms for p in pipelines for ms in list(p.snapshot().latency_ms)[-200 * n :]]
     for p in pipelines:
         p.stop.set()
@@ -126,6 +127,7 @@ def run_cameras(
         "expected_windows": round(expected),
         "skipped": skipped,
         "dropped": dropped,
+        "cpu_cores": round(cpu_cores, 2),
         "latency_p50_ms": round(float(np.percentile(latency, 50)), 1) if latency else None,
         "latency_p90_ms": round(float(np.percentile(latency, 90)), 1) if latency else None,
         "sustained": skipped == 0 and dropped == 0 and windows >= 0.9 * expected,

@@ -12,6 +12,11 @@ INPUT_NAME, OUTPUT_NAME = "hyperframe", "logits"
 CHANNEL_ORDER = "time-major-rgb"  # channels 3k..3k+2 are frame k's R, G, B, oldest frame first
 
 
+# How a frame is brought to the model's size (see edge_hf.core.video.shrink). A model records the
+# rule it was trained with (metadata `edge_hf.resize`) and the daemon resizes by that rule.
+RESIZES = ("area", "linear2x-area")
+
+
 @dataclass(frozen=True)
 class ModelContract:
     """What the daemon needs to know about a model, read from (and written to) its ONNX metadata."""
@@ -32,6 +37,9 @@ class ModelContract:
     # The operating point the model was benchmarked at, used unless the config sets its own.
     threshold: float | None = None
     confirm_s: float | None = None
+    # How frames are brought to input_size (edge_hf.core.video.RESIZES); models exported before
+    # the key existed were trained with "area".
+    resize: str = "area"
 
     def to_metadata(self) -> dict[str, str]:
         extra = {"edge_hf.down_class": self.down_class} if self.down_class else {}
@@ -51,6 +59,7 @@ class ModelContract:
             "edge_hf.channel_order": self.channel_order,
             "edge_hf.backbone": self.backbone,
             "edge_hf.volumes": str(self.volumes),
+            "edge_hf.resize": self.resize,
         }
 
     @classmethod
@@ -86,6 +95,7 @@ class ModelContract:
                 down_class=meta.get("edge_hf.down_class") or None,
                 threshold=_float_or_none(meta.get("edge_hf.threshold")),
                 confirm_s=_float_or_none(meta.get("edge_hf.confirm_s")),
+                resize=meta.get("edge_hf.resize", "area"),
             )
         except (ValueError, IndexError, TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{source}: bad edge_hf metadata ({exc})") from None
@@ -109,6 +119,8 @@ class ModelContract:
             problems.append(f"threshold {self.threshold} (in (0, 1))")
         if self.confirm_s is not None and not 0.0 <= self.confirm_s <= 60.0:
             problems.append(f"confirm_s {self.confirm_s} (0 to 60 s)")
+        if self.resize not in RESIZES:
+            problems.append(f"resize {self.resize!r} ({' or '.join(RESIZES)})")
         if not self.classes or len(set(self.classes)) != len(self.classes):
             problems.append(f"classes {list(self.classes)} (non-empty, unique)")
         if problems:

@@ -64,16 +64,45 @@ class TickSampler:
     def __init__(self, t0: float, interval_s: float) -> None:
         self.t0, self.interval_s = t0, interval_s
         self.k = 0
-        self._prev: tuple[np.ndarray, float] | None = None
+        self._prev: tuple[np.ndarray | None, float] | None = None
+        self._gap: float | None = None  # running mean of the time between arrivals
 
-    def on_frame(self, frame: np.ndarray, now: float) -> list[tuple[float, np.ndarray]]:
-        """(tick time, frame) for every tick decided by a frame arriving at `now`."""
+    def wants(self, now: float) -> bool:
+        """Whether the frame arriving at `now` may be the nearest to a tick, so that it must be
+        converted (a frame that is not is only grabbed, never colour-converted or resized).
+
+        Yes when a tick is due and the frame before is farther from it (or was not kept), and
+        when the next tick is nearer than half the usual gap between frames plus a margin (the
+        frame is then probably the last before it and nearer than the one after). With jitter
+        past that margin a tick takes the first frame after it instead: off by under a frame.
+        """
+        if self.t0 + self.k * self.interval_s <= now:
+            # The latest tick now due is the one this frame is most likely the nearest to.
+            last_due = self.t0 + math.floor((now - self.t0) / self.interval_s) * self.interval_s
+            prev = self._prev
+            if prev is None or prev[0] is None or now - last_due < last_due - prev[1]:
+                return True
+        next_tick = self.t0 + max(self.k, math.floor((now - self.t0) / self.interval_s) + 1) * (
+            self.interval_s
+        )
+        return self._gap is None or next_tick - now <= 0.75 * self._gap
+
+    def on_frame(self, frame: np.ndarray | None, now: float) -> list[tuple[float, np.ndarray]]:
+        """(tick time, frame) for every tick decided by a frame arriving at `now` (`frame` None:
+        grabbed but not converted, because `wants` said no)."""
         out = []
         while (tick := self.t0 + self.k * self.interval_s) <= now:
             prev = self._prev
-            nearest = prev[0] if prev is not None and tick - prev[1] <= now - tick else frame
-            out.append((tick, nearest))
+            near_prev = prev is not None and prev[0] is not None and tick - prev[1] <= now - tick
+            nearest = prev[0] if near_prev and prev is not None else frame
+            if nearest is None:  # neither was kept (only if `wants` was ignored): none for it
+                nearest = prev[0] if prev is not None else None
+            if nearest is not None:
+                out.append((tick, nearest))
             self.k += 1
+        if self._prev is not None:
+            gap = now - self._prev[1]
+            self._gap = gap if self._gap is None else 0.9 * self._gap + 0.1 * gap
         self._prev = (frame, now)
         return out
 
@@ -104,6 +133,7 @@ class CaptureThread(threading.Thread):
         max_backoff_s: float = 30.0,
         crop: tuple[int, int, int, int] | None = None,
         evidence: int = 0,
+        resize: str = "area",
     ) -> None:
         super().__init__(name=f"capture-{name}", daemon=True)
         self.camera = name
@@ -115,6 +145,7 @@ class CaptureThread(threading.Thread):
         self.stall_timeout_s = stall_timeout_s
         self.max_backoff_s = max_backoff_s
         self.crop = crop
+        self.resize = resize  # the model's rule (its contract), the one it was trained with
         self.stats = CameraStats()
         # The full-resolution frames of the newest `evidence` ticks (0: none kept), for a
         # snapshot at the camera's resolution when a fall starts.
@@ -181,22 +212,26 @@ class CaptureThread(threading.Thread):
         # together and go through the model as one batch.
         t0 = math.ceil(time.monotonic() / self.interval_s) * self.interval_s
         sampler = TickSampler(t0, self.interval_s)
+        last: tuple[np.ndarray, np.ndarray] | None = None  # (a BGR frame, its model input)
         while not self._stop_event.is_set():
-            got = src.read()
+            media_t = src.grab()
             now = time.monotonic()
-            if got is None:
+            if media_t is None:
                 return not src.live and not getattr(src, "loop", False)
             self.stats.frames_read += 1
             self.stats.last_frame_at = now
             if self.stats.state != "online":
                 self.stats.state = "online"
-            # Every tick that has come due gets the frame nearest to it (repeated if the source
-            # is slow).
-            for tick, frame in sampler.on_frame(got[0], now):
-                self.ring.write(to_model_rgb(frame, self.size, self.crop), tick)
+            # Only a frame that may be sampled is colour-converted; every tick that has come due
+            # gets the frame nearest to it (repeated if the source is slow, resized once).
+            frame = src.retrieve() if sampler.wants(now) else None
+            for tick, chosen in sampler.on_frame(frame, now):
+                if last is None or last[0] is not chosen:
+                    last = (chosen, to_model_rgb(chosen, self.size, self.crop, self.resize))
+                self.ring.write(last[1], tick)
                 if self._evidence.maxlen:
                     with self._evidence_lock:
-                        self._evidence.append((tick, frame))
+                        self._evidence.append((tick, chosen))
         return False
 
     def evidence(self, tick: float) -> np.ndarray | None:

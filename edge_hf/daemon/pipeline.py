@@ -118,6 +118,7 @@ class Pipeline:
         self.stats = PipelineStats()
         self.window = classifier.contract.window
         self.size = classifier.contract.input_size
+        self.resize = classifier.contract.resize
 
     # ------------------------------------------------------------------ the shared step
 
@@ -248,6 +249,7 @@ class Pipeline:
                 c.name, factory, cam.ring, cam.interval_s, self.size, self.stop,
                 c.stall_timeout_s, crop=c.crop,
                 evidence=self.window + 2 if cam.detector.snapshot_dir is not None else 0,
+                resize=self.resize,
             )  # fmt: skip
             cam.thread.start()
         # READY once every camera has tried its first open (or after READY_WAIT_S), said by the
@@ -372,7 +374,7 @@ class Pipeline:
                 last_t, last = 0.0, None
                 try:
                     for t, frame in sample_by_media_time(src, cam.interval_s):
-                        last_t, last = t, to_model_rgb(frame, self.size, cam.cfg.crop)
+                        last_t, last = t, to_model_rgb(frame, self.size, cam.cfg.crop, self.resize)
                         self._replay_sample(cam, last, t, origin_unix)
                 finally:
                     decoded = src.frames_decoded

@@ -38,6 +38,14 @@ class FrameSource(Protocol):
     live: bool  # True: read() blocks until the camera has a frame; False: a file
 
     def open(self) -> None: ...
+    def grab(self) -> float | None:
+        """Take the next frame; its media time (s), None at the end of a file or on failure."""
+        ...
+
+    def retrieve(self) -> np.ndarray | None:
+        """The frame last grabbed, as BGR (None if it cannot be converted)."""
+        ...
+
     def read(self) -> tuple[np.ndarray, float] | None:
         """The next BGR frame and its media time (s); None at the end of a file or on failure."""
         ...
@@ -97,26 +105,40 @@ class OpenCVSource:
         self._offset_s = 0.0
         self._t0 = time.monotonic()
 
-    def read(self) -> tuple[np.ndarray, float] | None:
+    def grab(self) -> float | None:
+        """Decode the next frame without converting it; its media time (s), None at the end of
+        a file or on failure. `retrieve` converts it to BGR, for the frames that are sampled."""
         if self._cap is None:
             raise SourceError(f"{self.description} is not open")
-        ok, frame = self._cap.read()
+        ok = self._cap.grab()
         if not ok and self.loop and self._index > 0:
             self._offset_s += self._index / self._fps
             self._index = 0
             self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
-            ok, frame = self._cap.read()
+            ok = self._cap.grab()
         if not ok:
             return None
         if self.live:
-            return frame, time.monotonic() - self._t0
+            return time.monotonic() - self._t0
         media_t = self._offset_s + self._index / self._fps
         self._index += 1
         if self.realtime:  # pace a file like a camera
             delay = self._t0 + media_t - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-        return frame, media_t
+        return media_t
+
+    def retrieve(self) -> np.ndarray | None:
+        """The last grabbed frame as BGR (the colour conversion half of a read)."""
+        if self._cap is None:
+            raise SourceError(f"{self.description} is not open")
+        ok, frame = self._cap.retrieve()
+        return frame if ok else None
+
+    def read(self) -> tuple[np.ndarray, float] | None:
+        t = self.grab()
+        frame = self.retrieve() if t is not None else None
+        return None if frame is None or t is None else (frame, t)
 
     @property
     def fps(self) -> float:

@@ -29,7 +29,7 @@ from edge_hf.core.hyperframe import (
     stack_frames,
     time_shuffle,
 )
-from edge_hf.core.video import Crop, DecodedVideo, VideoError, decode_video
+from edge_hf.core.video import RESIZE, Crop, DecodedVideo, VideoError, decode_video
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +151,7 @@ def decode_clips(
     background_label: str | None = None,
     background_gap_s: float = 0.3,
     min_background_s: float = 0.5,
+    resize: str = RESIZE,
 ) -> list[LoadedClip]:
     """Decode every clip once; skip unreadable ones with a warning, fail if too many are bad.
 
@@ -166,7 +167,7 @@ def decode_clips(
         iterator = tqdm(clips, desc="decoding", unit="clip", leave=False)
     for clip in iterator:
         try:
-            video = decode_video(clip.path, size, cache_dir, clip.crop)
+            video = decode_video(clip.path, size, cache_dir, clip.crop, resize)
         except (VideoError, OSError) as exc:
             log.warning("skipping %s: %s", clip.path, exc)
             bad.append(clip.path)
@@ -206,6 +207,7 @@ class WindowSpec:
     volumes: int = 1
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
+    resize: str = RESIZE  # how frames are brought to `size` (edge_hf.core.video.RESIZES)
 
     def volume_centres(self, centre_s: float) -> list[float]:
         """Centres of the consecutive hyperframes of a hyper-volume, oldest first."""

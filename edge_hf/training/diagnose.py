@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def static_blocks_identical(data: Path, spec: WindowSpec) -> bool:
     """A still clip (one frame repeated T times) must give identical channel blocks."""
-    clip = decode_clips(load_clips(data)[:1], spec.size)[0]
+    clip = decode_clips(load_clips(data)[:1], spec.size, resize=spec.resize)[0]
     frame = clip.video.frames[0]
     x = stack_frames([frame] * spec.window, spec.mean, spec.std)
     return all(torch.equal(x[0:3], x[3 * k : 3 * k + 3]) for k in range(spec.window))

@@ -43,7 +43,9 @@ def load_model(path: Path) -> tuple[nn.Module, WindowSpec, list[str], str]:
     if path.suffix == ".onnx":
         m = OnnxClassifier(path)
         c = m.contract
-        spec = WindowSpec(c.window, c.interval_ms / 1000.0, c.input_size, c.volumes, c.mean, c.std)
+        spec = WindowSpec(
+            c.window, c.interval_ms / 1000.0, c.input_size, c.volumes, c.mean, c.std, c.resize
+        )
         return m, spec, list(c.classes), c.fall_class
     model, cfg, classes = load_checkpoint(path)
     return model, cfg.spec(), classes, cfg.fall_class
@@ -70,7 +72,7 @@ def evaluate(
     if background_label is not None and background_label not in classes:
         raise UserError(f"--background-label {background_label!r}: not among {classes}")
     loaded = decode_clips(
-        clips, spec.size, cache_dir, progress=True, background_label=background_label
+        clips, spec.size, cache_dir, True, background_label=background_label, resize=spec.resize
     )
     ds = HyperframeDataset(loaded, classes, spec, train=False, shuffle_time=shuffle_time)
     pred = predict_clips(model, ds, batch_size)

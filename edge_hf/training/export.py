@@ -36,6 +36,7 @@ def contract_from_config(cfg: TrainConfig, classes: list[str]) -> ModelContract:
         down_class=cfg.down_class,
         backbone=cfg.backbone,
         volumes=cfg.volumes,
+        resize=cfg.resize,
     )
 
 

@@ -46,7 +46,7 @@ def calibration_windows(
     clips = [c for c in load_clips(data) if c.label in classes]
     if not clips:
         raise UserError(f"--calibration {data}: no clip with a label among {classes}")
-    loaded = decode_clips(clips, spec.size, cache_dir, progress=True)
+    loaded = decode_clips(clips, spec.size, cache_dir, progress=True, resize=spec.resize)
     ds = HyperframeDataset(loaded, classes, spec, train=False)
     step = max(1, len(ds) // limit)
     xs = [ds[i][0].numpy() for i in range(0, len(ds), step)][:limit]

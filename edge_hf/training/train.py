@@ -24,7 +24,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from edge_hf.core.contract import RESIZES
 from edge_hf.core.errors import UserError
+from edge_hf.core.video import RESIZE
 from edge_hf.training.data import (
     Clip,
     HyperframeDataset,
@@ -83,10 +85,12 @@ class TrainConfig:
     background_label: str | None = None  # label for the time before each labelled segment
     init_from: str | None = None  # an edge_hf checkpoint to start from (its head is replaced)
     select: str = "best"  # "best": best.pt is the best validation epoch; "last": the last epoch
+    resize: str = RESIZE  # how frames reach input_size (recorded in the model; see core.video)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         known = {f.name for f in fields(cls)}
+        d = {"resize": "area", **d}  # checkpoints from before the key trained with INTER_AREA
         return cls(**{k: v for k, v in d.items() if k in known})
 
     def validate(self) -> None:
@@ -105,6 +109,8 @@ class TrainConfig:
             raise UserError(f"--volumes {self.volumes}: must be >= 1")
         if self.backbone not in BACKBONES:
             raise UserError(f"--backbone {self.backbone!r}: choose from {', '.join(BACKBONES)}")
+        if self.resize not in RESIZES:
+            raise UserError(f"--resize {self.resize!r}: choose from {', '.join(RESIZES)}")
         if self.select not in ("best", "last"):
             raise UserError(f"--select {self.select!r}: choose best or last")
         if not 0.0 <= self.camera_aug <= 1.0:
@@ -141,8 +147,9 @@ class TrainConfig:
 
     def spec(self) -> WindowSpec:
         return WindowSpec(
-            self.window, self.interval_ms / 1000.0, (self.input_size, self.input_size), self.volumes
-        )
+            self.window, self.interval_ms / 1000.0, (self.input_size, self.input_size),
+            self.volumes, resize=self.resize,
+        )  # fmt: skip
 
 
 def _seed_everything(seed: int) -> None:
@@ -203,8 +210,8 @@ def load_split(cfg: TrainConfig) -> tuple[list[LoadedClip], list[LoadedClip], li
     if bg is not None and bg not in classes:
         raise UserError(f"--background-label {bg!r} is not among the labels {classes}")
     return (
-        decode_clips(train_clips, size, cache, progress=True, background_label=bg),
-        decode_clips(val_clips, size, cache, progress=True, background_label=bg),
+        decode_clips(train_clips, size, cache, True, background_label=bg, resize=cfg.resize),
+        decode_clips(val_clips, size, cache, True, background_label=bg, resize=cfg.resize),
         classes,
     )
 

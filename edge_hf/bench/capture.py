@@ -1,0 +1,166 @@
+"""Benchmarks, capture part: what one camera frame costs before it reaches the ring.
+
+Per frame a capture thread decodes (`grab`), and for the frames that may be sampled converts to
+BGR (`retrieve`) and resizes to the model input (`to_model_rgb`). Measured side by side on a
+640x480 video: the way before (every frame read = decoded and converted, INTER_AREA resize) and
+ours, with the memory floor of the resize (read the camera frame, write the small one), the
+share of frames the tick sampler converts at common frame rates, and what the cheaper resize
+does to a model's scores on real footage (windows built both ways, same frames, same model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from edge_hf.bench.prep import time_it
+from edge_hf.core.contract import INPUT_NAME
+from edge_hf.core.hyperframe import HyperframeBuilder, frame_indices
+from edge_hf.core.runtime import open_session, read_contract
+from edge_hf.core.video import to_model_rgb
+from edge_hf.daemon.capture import TickSampler
+
+
+def area_rgb(frame_bgr: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The resize before: OpenCV's INTER_AREA straight to the model size, then RGB."""
+    h, w = size
+    small = cv2.resize(frame_bgr, (w, h), interpolation=cv2.INTER_AREA)
+    return cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
+
+
+def converted_share(fps: float, interval_s: float = 0.1, seconds: float = 60.0) -> float:
+    """Share of a camera's frames the tick sampler asks to convert (arrivals jitter by 4 ms)."""
+    rng = np.random.default_rng(int(fps))
+    arrivals = [k / fps + float(rng.uniform(-0.004, 0.004)) for k in range(1, int(fps * seconds))]
+    sampler = TickSampler(0.0, interval_s)
+    frame = np.zeros(1, np.uint8)
+    converted = 0
+    for now in arrivals:
+        keep = sampler.wants(now)
+        converted += keep
+        sampler.on_frame(frame if keep else None, now)
+    return converted / len(arrivals)
+
+
+def _decode_ms(video: Path, how: str, frames: int = 300) -> float:
+    """Milliseconds per frame of reading `video` with read() or grab() (one thread)."""
+    import time
+
+    cap = cv2.VideoCapture(str(video), cv2.CAP_FFMPEG)
+    try:
+        n, t0 = 0, time.perf_counter()
+        while n < frames:
+            ok = cap.read()[0] if how == "read" else cap.grab()
+            if not ok:
+                cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
+                continue
+            n += 1
+        return (time.perf_counter() - t0) * 1000 / n
+    finally:
+        cap.release()
+
+
+def capture_costs(
+    video: Path, size: tuple[int, int], bandwidth_gbs: float, repeats: int = 7,
+    camera_fps: float = 15.0, interval_s: float = 0.1,
+) -> dict[str, Any]:  # fmt: skip
+    """Per-frame and per-sampled-frame costs, before vs ours vs floor, and per camera-second."""
+    cap = cv2.VideoCapture(str(video))
+    ok, frame = cap.read()
+    cap.release()
+    if not ok:
+        raise OSError(f"{video}: no frame")
+    before = time_it(lambda: area_rgb(frame, size), repeats)
+    ours = time_it(lambda: to_model_rgb(frame, size), repeats)
+    h, w = size
+    floor_ms = (frame.nbytes + h * w * 3) / (bandwidth_gbs * 1e9) * 1000
+    read_ms = min(_decode_ms(video, "read") for _ in range(3))
+    grab_ms = min(_decode_ms(video, "grab") for _ in range(3))
+    shares = {f"{fps:g}": round(converted_share(fps, interval_s), 3) for fps in (15, 25, 30)}
+    share = converted_share(camera_fps, interval_s)
+    ticks = 1.0 / interval_s
+    before_per_s = camera_fps * read_ms + ticks * before.median_ms
+    ours_per_s = (
+        camera_fps * grab_ms + share * camera_fps * (read_ms - grab_ms) + ticks * ours.median_ms
+    )
+    return {
+        "frame": f"{frame.shape[1]}x{frame.shape[0]}",
+        "size": f"{w}x{h}",
+        "resize_before": before.as_dict(),
+        "resize_ours": ours.as_dict(),
+        "resize_floor_ms": round(floor_ms, 4),
+        "decode_read_ms": round(read_ms, 3),
+        "decode_grab_ms": round(grab_ms, 3),
+        "converted_share": shares,
+        "camera_fps": camera_fps,
+        "cpu_ms_per_camera_s_before": round(before_per_s, 1),
+        "cpu_ms_per_camera_s_ours": round(ours_per_s, 1),
+    }
+
+
+def score_effect(
+    model: Path, videos: list[tuple[Path, tuple[int, int, int, int] | None]],
+    progress: Callable[[str], None] = print,
+) -> dict[str, Any]:  # fmt: skip
+    """The model's fall probability on every 10 Hz window of each video, with frames resized by
+    INTER_AREA and by ours (same frames, same windows): mean / p99 / max absolute difference."""
+    contract = read_contract(model)
+    session = open_session(model, threads=1)
+    builder = HyperframeBuilder(contract.mean, contract.std)
+    fall = contract.classes.index(contract.fall_class)
+    interval_s = contract.interval_ms / 1000
+    h, w = contract.input_size
+    diffs: list[float] = []
+    flips, windows = 0, 0
+    threshold = contract.threshold or 0.5
+    for video, crop in videos:
+        progress(f"scores through both resizes: {video.name}")
+        cap = cv2.VideoCapture(str(video))
+        fps = float(cap.get(cv2.CAP_PROP_FPS) or 25.0)
+        frames: list[np.ndarray] = []
+        while True:
+            ok, f = cap.read()
+            if not ok:
+                break
+            if crop is not None:
+                x, y, cw, ch = crop
+                f = f[y : y + ch, x : x + cw]
+            frames.append(f)
+        cap.release()
+        if not frames:
+            continue
+        probs = {}
+        for name, fn in (("area", lambda f: area_rgb(f, (h, w))), ("ours", None)):
+            small = [fn(f) if fn else to_model_rgb(f, (h, w)) for f in frames]
+            p = []
+            t = 0.0
+            while t * fps < len(frames):
+                idx = frame_indices(len(frames), fps, t, contract.window, interval_s)
+                p.append(idx)
+                t += interval_s
+            out = []
+            for i in range(0, len(p), 32):
+                batch = builder.stack_batch([[small[j] for j in idx] for idx in p[i : i + 32]])
+                logits = session.run(None, {INPUT_NAME: batch.numpy()})[0]
+                e = np.exp(logits - logits.max(axis=1, keepdims=True))
+                out.extend((e / e.sum(axis=1, keepdims=True))[:, fall].tolist())
+            probs[name] = np.asarray(out)
+        d = np.abs(probs["area"] - probs["ours"])
+        diffs.extend(d.tolist())
+        flips += int(((probs["area"] >= threshold) != (probs["ours"] >= threshold)).sum())
+        windows += len(d)
+    arr = np.asarray(diffs)
+    return {
+        "model": model.name,
+        "videos": len(videos),
+        "windows": windows,
+        "mean_abs_diff": round(float(arr.mean()), 4),
+        "p99_abs_diff": round(float(np.percentile(arr, 99)), 4),
+        "max_abs_diff": round(float(arr.max()), 4),
+        "threshold": threshold,
+        "windows_across_threshold": flips,
+    }
