@@ -83,7 +83,7 @@ def test_a_camera_at_the_sampling_rate_gives_every_tick_its_own_frame() -> None:
     written: list[tuple[float, int]] = []
     for i, now in enumerate(arrivals):
         frame = np.full((2, 2, 3), i, np.uint8)
-        written += [(tick, int(f[0, 0, 0])) for tick, f in sampler.on_frame(frame, now)]
+        written += [(tick, int(f[0, 0, 0])) for tick, f, _ in sampler.on_frame(frame, now)]
     ticks = [round(t, 6) for t, _ in written]
     assert ticks == [round(0.1 * k, 6) for k in range(1, len(written) + 1)]
     assert [i for _, i in written] == list(range(len(written)))
@@ -103,10 +103,10 @@ def test_only_frames_that_may_be_sampled_are_converted(fps: float) -> None:
     converted = 0
     for i, now in enumerate(arrivals):
         frame = np.full(1, i)
-        picked_full += [(t, int(f[0])) for t, f in full.on_frame(frame, now)]
+        picked_full += [(t, int(f[0])) for t, f, _ in full.on_frame(frame, now)]
         keep = lazy.wants(now)
         converted += keep
-        picked_lazy += [(t, int(f[0])) for t, f in lazy.on_frame(frame if keep else None, now)]
+        picked_lazy += [(t, int(f[0])) for t, f, _ in lazy.on_frame(frame if keep else None, now)]
     assert picked_lazy == picked_full
     assert len(picked_full) >= 190
     if fps >= 25:
@@ -114,17 +114,40 @@ def test_only_frames_that_may_be_sampled_are_converted(fps: float) -> None:
     assert converted <= 1.5 * len(picked_full)
 
 
+@pytest.mark.parametrize("fps", [10.0, 15.0, 30.0])
+def test_a_tick_is_decided_when_its_nearest_frame_arrives(fps: float) -> None:
+    """Cameras with a few ms of jitter: nearly every tick is decided by the arrival of the frame it takes (not a frame later), that frame
+    is the nearest one or within the jitter of it, and the sample carries its arrival time."""
+    rng = np.random.default_rng(int(fps) + 1)
+    arrivals = [k / fps + float(rng.uniform(-0.003, 0.003)) for k in range(1, int(fps * 30))]
+    sampler = TickSampler(0.013, 0.1)  # (ticks midway between frames: ~87 % at arrival)
+    at_arrival, n = 0, 0
+    for i, now in enumerate(arrivals):
+        for tick, f, arrived in sampler.on_frame(np.full(1, i), now):
+            assert arrived == arrivals[int(f[0])]
+            best = min(abs(a - tick) for a in arrivals)
+            assert abs(arrived - tick) - best <= 0.006, f"tick {tick:.2f}: not the nearest"
+            n += 1
+            at_arrival += arrived == now
+    assert n >= 290
+    assert at_arrival / n >= 0.95
+
+
 def test_a_frame_not_converted_is_never_sampled() -> None:
     """Ignoring `wants` (no frame converted) never hands out a missing frame."""
     sampler = TickSampler(0.0, 0.1)
-    got = [f for k in range(1, 40) for _, f in sampler.on_frame(None, k / 30)]
+    got = [f for k in range(1, 40) for _, f, _ in sampler.on_frame(None, k / 30)]
     assert got == []
 
 
 def test_a_slow_camera_repeats_frames_and_a_fast_one_skips_them() -> None:
     slow, fast = TickSampler(0.0, 0.1), TickSampler(0.0, 0.1)
-    got_slow = [i for k in range(10) for _, f in slow.on_frame(np.full(1, k), 0.25 * k) for i in f]
-    got_fast = [i for k in range(30) for _, f in fast.on_frame(np.full(1, k), 0.033 * k) for i in f]
+    got_slow = [
+        i for k in range(10) for _, f, _ in slow.on_frame(np.full(1, k), 0.25 * k) for i in f
+    ]
+    got_fast = [
+        i for k in range(30) for _, f, _ in fast.on_frame(np.full(1, k), 0.033 * k) for i in f
+    ]
     assert len(got_slow) >= 20 and len(set(got_slow)) < len(got_slow)  # 4 fps -> repeats
     assert got_slow == sorted(got_slow)
     assert len(got_fast) == len(set(got_fast)) and len(got_fast) < 30  # 30 fps -> skips

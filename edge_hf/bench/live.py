@@ -141,7 +141,7 @@ def capacity(
     seconds: float,
     state_dir: Path,
     max_cameras: int = 64,
-    max_runs: int = 9,
+    max_runs: int = 12,
     progress: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Largest sustained camera count: double until a level fails, then bisect (`max_runs`)."""

@@ -27,6 +27,10 @@ def open_session(path: Path, providers: Providers = (CPU,), threads: int = 0) ->
     opts = ort.SessionOptions()
     if threads:
         opts.intra_op_num_threads = threads
+    # ONNX Runtime's worker threads otherwise spin for a while after every run, waiting for the
+    # next: half a core burnt at 10 windows/s, taken from the capture threads (`make bench`).
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
     try:
         return ort.InferenceSession(str(path), opts, providers=list(providers))
     except Exception as exc:  # onnxruntime raises its own InvalidProtobuf/Fail types

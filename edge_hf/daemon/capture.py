@@ -18,6 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -51,14 +52,28 @@ def sample_by_media_time(
         k += 1
 
 
+class Sample(NamedTuple):
+    """A tick's frame, and when that frame arrived (the window's time for alert latency)."""
+
+    tick: float
+    frame: np.ndarray
+    arrival: float
+
+
 class TickSampler:
     """Which frame each tick of the grid t0 + k * interval gets: the one whose arrival is nearest.
 
-    A tick is decided when the first frame after it arrives (only then are both neighbours
-    known). Taking "the newest frame when the next one arrives" instead aliases when the camera's
-    frame rate equals the sampling rate: arrivals that jitter around the ticks leave one tick with
-    no new frame and give the next two ticks the same frame, so a window repeats one frame and
-    loses its neighbour.
+    Taking "the newest frame when the next one arrives" instead aliases when the camera's frame
+    rate equals the sampling rate: arrivals that jitter around the ticks leave one tick with no
+    new frame and give the next two ticks the same frame, so a window repeats one frame and loses
+    its neighbour.
+
+    A tick is decided as early as the rule allows: a frame arriving after the tick decides it
+    (the frame before or this one, whichever is nearer), and a frame arriving before the tick by
+    less than half the usual gap between frames decides it at once, since the next frame, due a
+    gap later, will be farther. The window is then complete when its newest frame arrives, not a
+    frame later. (A next frame that comes sooner than usual would have been nearer: the tick is
+    then off by less than a frame.)
     """
 
     def __init__(self, t0: float, interval_s: float) -> None:
@@ -87,23 +102,27 @@ class TickSampler:
         )
         return self._gap is None or next_tick - now <= 0.75 * self._gap
 
-    def on_frame(self, frame: np.ndarray | None, now: float) -> list[tuple[float, np.ndarray]]:
-        """(tick time, frame) for every tick decided by a frame arriving at `now` (`frame` None:
-        grabbed but not converted, because `wants` said no)."""
+    def on_frame(self, frame: np.ndarray | None, now: float) -> list[Sample]:
+        """A sample for every tick decided by a frame arriving at `now` (`frame` None: grabbed
+        but not converted, because `wants` said no)."""
         out = []
+        prev = self._prev
         while (tick := self.t0 + self.k * self.interval_s) <= now:
-            prev = self._prev
-            near_prev = prev is not None and prev[0] is not None and tick - prev[1] <= now - tick
-            nearest = prev[0] if near_prev and prev is not None else frame
-            if nearest is None:  # neither was kept (only if `wants` was ignored): none for it
-                nearest = prev[0] if prev is not None else None
-            if nearest is not None:
-                out.append((tick, nearest))
+            if prev is not None and prev[0] is not None and (tick - prev[1] <= now - tick):
+                out.append(Sample(tick, prev[0], prev[1]))
+            elif frame is not None:
+                out.append(Sample(tick, frame, now))
+            elif prev is not None and prev[0] is not None:  # only if `wants` was ignored
+                out.append(Sample(tick, prev[0], prev[1]))
             self.k += 1
-        if self._prev is not None:
-            gap = now - self._prev[1]
+        if prev is not None:
+            gap = now - prev[1]
             self._gap = gap if self._gap is None else 0.9 * self._gap + 0.1 * gap
         self._prev = (frame, now)
+        if frame is not None and self._gap is not None:
+            while (tick := self.t0 + self.k * self.interval_s) <= now + self._gap / 2:
+                out.append(Sample(tick, frame, now))
+                self.k += 1
         return out
 
 
@@ -225,10 +244,10 @@ class CaptureThread(threading.Thread):
             # Only a frame that may be sampled is colour-converted; every tick that has come due
             # gets the frame nearest to it (repeated if the source is slow, resized once).
             frame = src.retrieve() if sampler.wants(now) else None
-            for tick, chosen in sampler.on_frame(frame, now):
+            for tick, chosen, arrived in sampler.on_frame(frame, now):
                 if last is None or last[0] is not chosen:
                     last = (chosen, to_model_rgb(chosen, self.size, self.crop, self.resize))
-                self.ring.write(last[1], tick)
+                self.ring.write(last[1], tick, arrived)
                 if self._evidence.maxlen:
                     with self._evidence_lock:
                         self._evidence.append((tick, chosen))

@@ -142,7 +142,7 @@ class Pipeline:
             self.stats.batches += 1
             self.stats.windows += len(chunk)
             # Latency (newest sample -> decision) only means something on the live clock.
-            self.stats.record(ms, [(now - w.times[-1]) * 1000 for _, w in chunk] if live else [])
+            self.stats.record(ms, [(now - w.arrivals[-1]) * 1000 for _, w in chunk] if live else [])
             for (cam, w), p in zip(chunk, probs, strict=True):
                 cam.windows += 1
                 score = float(p[fall_i])
@@ -152,7 +152,7 @@ class Pipeline:
                 full = None  # the centre frame at camera resolution, when snapshots are on
                 if cam.thread is not None and cam.detector.snapshot_dir is not None:
                     full = cam.thread.evidence(w.times[mid])
-                t = to_unix(w.times[-1])
+                t = to_unix(w.arrivals[-1])  # when the newest frame arrived
                 for event in cam.detector.update(score, t, w.frames[mid], down, full):
                     self.sink.send(event)
 

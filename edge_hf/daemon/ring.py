@@ -19,8 +19,9 @@ class Window:
     """The last T samples of a camera, oldest first, copied out of the ring."""
 
     frames: list[np.ndarray]  # T arrays (H, W, 3) uint8 RGB
-    times: list[float]  # sample time of each frame (monotonic or media seconds)
+    times: list[float]  # sample time of each frame: its tick (monotonic or media seconds)
     seq: int  # sequence number of the newest sample
+    arrivals: list[float]  # when each frame arrived (same clock; = times for files)
 
 
 class FrameRing:
@@ -34,6 +35,7 @@ class FrameRing:
         self.capacity = capacity
         self._slots = np.zeros((capacity, *shape), dtype=np.uint8)
         self._times = np.zeros(capacity, dtype=np.float64)
+        self._arrivals = np.zeros(capacity, dtype=np.float64)
         self._seq = 0  # number of frames written; the newest is at (seq - 1) % capacity
         self._read_seq = 0  # newest sequence number any reader has taken
         self.dropped = 0  # frames overwritten before a reader saw them
@@ -48,11 +50,13 @@ class FrameRing:
         """The newest sample's time (None before the first write)."""
         return None if self._seq == 0 else float(self._times[(self._seq - 1) % self.capacity])
 
-    def write(self, frame: np.ndarray, t: float) -> None:
-        """Store a frame (copied into the next slot). Never blocks on readers."""
+    def write(self, frame: np.ndarray, t: float, arrival: float | None = None) -> None:
+        """Store a frame sampled for tick `t` that arrived at `arrival` (default `t`), copied into
+        the next slot. Never blocks on readers."""
         i = self._seq % self.capacity
         np.copyto(self._slots[i], frame)
         self._times[i] = t
+        self._arrivals[i] = t if arrival is None else arrival
         unread = self._seq - self._read_seq
         if unread >= self.capacity:
             self.dropped += 1
@@ -73,8 +77,9 @@ class FrameRing:
             idx = [s % self.capacity for s in seqs]
             frames = [self._slots[i].copy() for i in idx]
             times = [float(self._times[i]) for i in idx]
+            arrivals = [float(self._arrivals[i]) for i in idx]
             # The copies are valid unless the writer came round to the oldest of them meanwhile.
             if self._seq - seqs[0] < self.capacity:
                 self._read_seq = max(self._read_seq, seq)
-                return Window(frames, times, seq - 1)
+                return Window(frames, times, seq - 1, arrivals)
         raise RuntimeError("ring writer keeps lapping the reader; make the ring larger")
