@@ -203,7 +203,7 @@ def _training_commands(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
     """window, synth, train, eval, diagnose, export, card."""
-    from edge_hf.training.train import TrainConfig
+    from edge_hf.training.config import TrainConfig
 
     p = sub.add_parser(
         "window", parents=[common], help="suggest the window length T for an action's duration"

@@ -458,3 +458,33 @@ def test_the_batch_wait_ends_when_every_due_camera_has_written(
     assert pipeline.wait_for_batch(5.0) < 1.0
     b.thread.stats.state = "online"
     assert pipeline.wait_for_batch(0.2) >= 0.2, "an online camera that is late: waited, capped"
+
+
+@needs_shipped
+def test_the_cpu_daemon_never_imports_torch(demo_clips: dict[str, Path], tmp_path: Path) -> None:
+    """`edge-hf run` on the CPU provider classifies windows with NumPy and ONNX Runtime only:
+    torch (hundreds of MB resident) is never imported. The fall still raises its event."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "device_id": "test",
+                "model": {"path": str(SHIPPED_MODEL), "providers": ["cpu"],
+                          "threshold": DEMO_THRESHOLD},
+                "cameras": [{"name": "fall", "source": str(demo_clips["fall_demo"])}],
+                "state_dir": str(tmp_path / "state"),
+            }
+        )
+    )  # fmt: skip
+    code = (
+        "import sys; from edge_hf.cli import main; rc = main(['run', '--config', sys.argv[1]]); "
+        "print('TORCH', sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3]); "
+        "sys.exit(rc)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "TORCH []" in r.stdout, r.stdout[-500:]
+    events = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    assert [e["type"] for e in events if e.get("camera") == "fall"][:1] == ["start"]

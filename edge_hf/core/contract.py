@@ -15,6 +15,7 @@ CHANNEL_ORDER = "time-major-rgb"  # channels 3k..3k+2 are frame k's R, G, B, old
 # How a frame is brought to the model's size (see edge_hf.core.video.shrink). A model records the
 # rule it was trained with (metadata `edge_hf.resize`) and the daemon resizes by that rule.
 RESIZES = ("area", "linear2x-area")
+RESIZE = "linear2x-area"  # what new models are trained with
 
 
 @dataclass(frozen=True)

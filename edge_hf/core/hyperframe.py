@@ -4,22 +4,28 @@ A hyperframe is the last T frames of a camera stacked on the channel axis, oldes
 channels 3k..3k+2 hold frame k's R, G, B ("time-major RGB": R0 G0 B0 R1 G1 B1 ...). Every frame is
 normalised with the same mean/std. Past either end of a clip the nearest end frame is repeated
 (clamp), never wrapped around. This module is the only implementation of those rules.
+
+On the CPU a window is stacked and normalised in NumPy (`WindowStacker`), for training and the
+daemon alike; torch is imported only by what needs it (the CUDA stage of `HyperframeBuilder`,
+and the tensor helpers training uses), so the CPU daemon runs without loading torch at all.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 # ImageNet statistics per RGB channel on the 0-1 scale (pixel / 255), as torchvision gives them.
 IMAGENET_MEAN: tuple[float, float, float] = (0.485, 0.456, 0.406)
 IMAGENET_STD: tuple[float, float, float] = (0.229, 0.224, 0.225)
 
-Frame: TypeAlias = np.ndarray | torch.Tensor
+Frame: TypeAlias = "np.ndarray | torch.Tensor"
 
 
 def _check_window(window: int, name: str = "window") -> None:
@@ -88,6 +94,8 @@ def _check_stats(values: Sequence[float], name: str) -> None:
 
 
 def _as_tensor(frame: Frame) -> torch.Tensor:
+    import torch
+
     if isinstance(frame, np.ndarray):
         return torch.from_numpy(np.ascontiguousarray(frame))
     if isinstance(frame, torch.Tensor):
@@ -97,7 +105,21 @@ def _as_tensor(frame: Frame) -> torch.Tensor:
     )
 
 
+def _as_array(frame: Frame) -> np.ndarray:
+    if isinstance(frame, np.ndarray):
+        return np.ascontiguousarray(frame)
+    import torch
+
+    if isinstance(frame, torch.Tensor):
+        return frame.detach().cpu().numpy()
+    raise ValueError(
+        f"a frame must be a NumPy array or a torch tensor (got {type(frame).__name__})"
+    )
+
+
 def _check_windows(windows: Sequence[Sequence[Frame]]) -> list[list[torch.Tensor]]:
+    import torch
+
     if len(windows) == 0:
         raise ValueError("no windows to stack")
     for w in windows:
@@ -126,7 +148,70 @@ def use_one_cpu_thread() -> None:
     own pool, its fork/join waits on a descheduled worker: `edge-hf bench` measured a T=3 112x112
     stack at 0.16 ms on one thread and 56 ms with the default two on a busy 2-core machine.
     """
+    import torch
+
     torch.set_num_threads(1)
+
+
+def _check_arrays(windows: Sequence[Sequence[np.ndarray]]) -> tuple[int, int, int, int]:
+    """(N, T, H, W) of windows of uint8 RGB arrays; a ValueError naming what is wrong."""
+    if len(windows) == 0:
+        raise ValueError("no windows to stack")
+    for w in windows:
+        _check_window(len(w), "the number of frames in a window")
+    first = windows[0][0]
+    if not isinstance(first, np.ndarray):
+        raise ValueError(f"a frame must be a NumPy array (got {type(first).__name__})")
+    if first.dtype != np.uint8:
+        raise ValueError(f"frames must be uint8 RGB (got dtype {first.dtype})")
+    if first.ndim != 3 or first.shape[2] != 3:
+        raise ValueError(f"frames must have shape (H, W, 3) (got {tuple(first.shape)})")
+    for w in windows:
+        for f in w:
+            if not isinstance(f, np.ndarray) or f.shape != first.shape or f.dtype != first.dtype:
+                raise ValueError(
+                    "all frames must share shape and dtype: "
+                    f"{tuple(first.shape)}/{first.dtype} vs {getattr(f, 'shape', '?')}"
+                )
+    return len(windows), len(windows[0]), first.shape[0], first.shape[1]
+
+
+class WindowStacker:
+    """Stacks windows of uint8 RGB frames into normalised (N, 3T, H, W) float32 arrays, in NumPy.
+
+    The CPU implementation of the window rule for training and the daemon: one strided copy
+    does the HWC->CHW permute and the uint8->float conversion, then (x - 255 mean) / (255 std)
+    in place, the same mean/std for every frame. Allocates nothing once `out` is passed in.
+    """
+
+    def __init__(
+        self, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD
+    ) -> None:
+        _check_stats(mean, "mean")
+        _check_stats(std, "std")
+        shape = (1, 1, 3, 1, 1)
+        self._mean255 = np.asarray([255.0 * m for m in mean], np.float32).reshape(shape)
+        self._std255 = np.asarray([255.0 * s for s in std], np.float32).reshape(shape)
+
+    def stack_batch(
+        self, windows: Sequence[Sequence[np.ndarray]], out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """N windows of T uint8 RGB frames (H, W, 3) as normalised (N, 3T, H, W) float32."""
+        n, t, h, w = _check_arrays(windows)
+        if out is None:
+            out = np.empty((n, 3 * t, h, w), np.float32)
+        elif out.shape != (n, 3 * t, h, w) or out.dtype != np.float32:
+            raise ValueError(
+                f"out must be float32 of shape {(n, 3 * t, h, w)} "
+                f"(got {out.dtype} {tuple(out.shape)})"
+            )
+        blocks = out.reshape(n, t, 3, h, w)
+        for i, win in enumerate(windows):
+            for k, f in enumerate(win):
+                blocks[i, k] = f.transpose(2, 0, 1)  # one strided copy: permute + to float
+        blocks -= self._mean255
+        blocks /= self._std255
+        return out
 
 
 class HyperframeBuilder:
@@ -142,8 +227,9 @@ class HyperframeBuilder:
         std: Sequence[float] = IMAGENET_STD,
         device: torch.device | str | None = None,
     ) -> None:
-        _check_stats(mean, "mean")
-        _check_stats(std, "std")
+        import torch
+
+        self._numpy = WindowStacker(mean, std)  # the CPU path (and the checks of mean/std)
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         # (x / 255 - mean) / std computed as (x - 255 mean) / (255 std), in place on the output.
         shape = (1, 1, 3, 1, 1)
@@ -153,10 +239,10 @@ class HyperframeBuilder:
 
     def _stage(self, tensors: list[list[torch.Tensor]]) -> torch.Tensor:
         """Gather the uint8 frames into one (N, T, H, W, 3) tensor on the target device."""
+        import torch
+
         n, t = len(tensors), len(tensors[0])
         shape = (n, t, *tensors[0][0].shape)
-        if self.device.type == "cpu":
-            return torch.stack([torch.stack(w) for w in tensors])
         # On CUDA: one pinned host buffer, then a single non-blocking upload of uint8 (4x fewer
         # bytes than uploading floats); conversion and normalisation then run on the GPU.
         if self._staging is None or tuple(self._staging.shape) != shape:
@@ -170,6 +256,16 @@ class HyperframeBuilder:
         self, windows: Sequence[Sequence[Frame]], out: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Stack N windows of T uint8 RGB frames (H, W, 3) into normalised (N, 3T, H, W) float32."""
+        import torch
+
+        if self.device.type == "cpu":  # one implementation on the CPU: the NumPy one
+            arrays = [[_as_array(f) for f in w] for w in windows]
+            if out is None:
+                return torch.from_numpy(self._numpy.stack_batch(arrays))
+            if out.is_cuda or not out.is_contiguous():
+                raise ValueError("out must be a contiguous CPU tensor for a CPU builder")
+            self._numpy.stack_batch(arrays, out.numpy())  # checks out's shape and dtype
+            return out
         tensors = _check_windows(windows)
         n, t = len(tensors), len(tensors[0])
         h, w, _ = tensors[0][0].shape
@@ -214,6 +310,8 @@ def time_shuffle(
     Each frame keeps its R, G, B together; only the time order is destroyed. Used for the
     time-shuffled control in `edge-hf diagnose`.
     """
+    import torch
+
     n, c, h, w = hyperframes.shape
     t = c // 3
     blocks = hyperframes.view(n, t, 3, h, w)

@@ -11,7 +11,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from edge_hf.core.contract import RESIZES
+from edge_hf.core.contract import RESIZE, RESIZES
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,8 @@ def to_model_rgb(
 
 # A model records the rule it was trained with (ONNX metadata `edge_hf.resize`; models without
 # it were trained with "area") and the daemon resizes by that rule: the same pixels both sides.
-RESIZE = "linear2x-area"  # what new models are trained with
+# (RESIZE, the rule new models train with, lives with the contract.)
+__all__ = ["RESIZE", "RESIZES", "VideoError", "decode_video", "shrink", "to_model_rgb"]
 
 
 def shrink(frame: np.ndarray, size_wh: tuple[int, int], resize: str = RESIZE) -> np.ndarray:

@@ -21,7 +21,7 @@ from typing import IO
 
 from edge_hf.core.contract import ModelContract
 from edge_hf.core.errors import UserError
-from edge_hf.core.hyperframe import HyperframeBuilder, use_one_cpu_thread
+from edge_hf.core.hyperframe import HyperframeBuilder, WindowStacker, use_one_cpu_thread
 from edge_hf.core.runtime import read_contract
 from edge_hf.core.video import VideoError
 from edge_hf.daemon.classifier import OnnxFallClassifier
@@ -125,8 +125,12 @@ def build_pipeline(
     )
     contract = classifier.contract
     check_against_model(cfg, contract, config_name)
-    builder = HyperframeBuilder(contract.mean, contract.std, classifier.device)
-    use_one_cpu_thread()
+    # The window stage where the model runs: NumPy on the CPU (torch is never imported), torch
+    # on CUDA (one uint8 upload, then cat + in-place normalisation on the GPU).
+    builder: WindowStacker | HyperframeBuilder = WindowStacker(contract.mean, contract.std)
+    if classifier.device == "cuda":
+        builder = HyperframeBuilder(contract.mean, contract.std, classifier.device)
+        use_one_cpu_thread()
     info = ModelInfo(cfg.model.path.name, contract.window, contract.interval_ms)
     wake = threading.Event()
     cameras = [_camera(cfg, c, contract, info, wake, score_history) for c in cfg.enabled_cameras()]

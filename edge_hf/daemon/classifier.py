@@ -11,13 +11,16 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from edge_hf.core.contract import INPUT_NAME, OUTPUT_NAME, ModelContract, read_metadata
 from edge_hf.core.errors import UserError
 from edge_hf.core.runtime import contract_of, open_session
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +119,13 @@ class OnnxFallClassifier:
             )
         log.info("model %s on %s", path.name, ", ".join(self.providers))
         self.on_cuda = self.providers[0] in (ORT_NAMES["tensorrt"], ORT_NAMES["cuda"])
-        self.device = torch.device("cuda" if self.on_cuda and torch.cuda.is_available() else "cpu")
+        # The window stage runs where the model does: torch on CUDA (torch.cat + in-place
+        # normalisation on the GPU, IO binding), NumPy on the CPU, where torch is never loaded.
+        self.device = "cpu"
+        if self.on_cuda:
+            import torch
+
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
 
     @property
     def input_shape(self) -> tuple[int, int, int]:
@@ -125,7 +134,11 @@ class OnnxFallClassifier:
 
     def warm_up(self, runs: int = 3) -> float:
         """Run a few dummy batches (first runs allocate and, on TensorRT, build); return last ms."""
-        x = torch.zeros((1, *self.input_shape), dtype=torch.float32, device=self.device)
+        x: Any = np.zeros((1, *self.input_shape), np.float32)
+        if self.device == "cuda":
+            import torch
+
+            x = torch.from_numpy(x).to(self.device)
         ms = 0.0
         for _ in range(runs):
             t0 = time.perf_counter()
@@ -133,8 +146,11 @@ class OnnxFallClassifier:
             ms = (time.perf_counter() - t0) * 1000
         return ms
 
-    def logits(self, batch: torch.Tensor) -> np.ndarray:
-        """(N, C) logits for an (N, 3T, H, W) float32 batch on CPU or CUDA."""
+    def logits(self, batch: np.ndarray | torch.Tensor) -> np.ndarray:
+        """(N, C) logits for an (N, 3T, H, W) float32 batch: a NumPy array, or a torch tensor
+        on CPU or CUDA."""
+        if isinstance(batch, np.ndarray):
+            return np.asarray(self.session.run([OUTPUT_NAME], {INPUT_NAME: batch})[0])
         if batch.device.type == "cuda":
             binding = self.session.io_binding()
             batch = batch.contiguous()
@@ -151,7 +167,7 @@ class OnnxFallClassifier:
             return np.asarray(binding.copy_outputs_to_cpu()[0])
         return np.asarray(self.session.run([OUTPUT_NAME], {INPUT_NAME: batch.numpy()})[0])
 
-    def probabilities(self, batch: torch.Tensor) -> np.ndarray:
+    def probabilities(self, batch: np.ndarray | torch.Tensor) -> np.ndarray:
         """(N, C) softmax probabilities, in the order of the contract's classes."""
         z = self.logits(batch).astype(np.float64)
         z -= z.max(axis=1, keepdims=True)
@@ -159,6 +175,6 @@ class OnnxFallClassifier:
         p /= p.sum(axis=1, keepdims=True)
         return p
 
-    def fall_scores(self, batch: torch.Tensor) -> np.ndarray:
+    def fall_scores(self, batch: np.ndarray | torch.Tensor) -> np.ndarray:
         """Softmax probability of the fall class for each window in the batch."""
         return self.probabilities(batch)[:, self.fall_index]

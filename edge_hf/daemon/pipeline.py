@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from edge_hf.core.hyperframe import HyperframeBuilder
+from edge_hf.core.hyperframe import HyperframeBuilder, WindowStacker
 from edge_hf.core.video import to_model_rgb
 from edge_hf.daemon.capture import CaptureThread, sample_by_media_time
 from edge_hf.daemon.classifier import OnnxFallClassifier
@@ -94,7 +94,7 @@ class Pipeline:
         self,
         cfg: Config,
         classifier: OnnxFallClassifier,
-        builder: HyperframeBuilder,
+        builder: WindowStacker | HyperframeBuilder,
         cameras: list[CameraRuntime],
         sink: AlertSink,
         wake: threading.Event,
