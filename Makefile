@@ -8,7 +8,7 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 EXTRAS := cpu,train,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv mosquitto lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card bench-outage ha-check clean
+.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card bench-outage ha-check clean
 
 help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips"
@@ -36,7 +36,18 @@ mosquitto:
 		echo "mosquitto is missing: run 'sudo apt-get install -y mosquitto mosquitto-clients' and retry" >&2; exit 1; \
 	fi
 
-lint: $(STAMP)
+# The deploy scripts are linted by shellcheck (Debian package shellcheck).
+shellcheck:
+	@if command -v shellcheck >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "installing shellcheck (Debian package shellcheck)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; \
+	else \
+		echo "shellcheck is missing: run 'sudo apt-get install -y shellcheck' and retry" >&2; exit 1; \
+	fi
+
+lint: $(STAMP) shellcheck
+	shellcheck deploy/*.sh .ci/run
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

@@ -5,7 +5,7 @@ PURGE=0
 [ "${1:-}" = "--purge" ] && PURGE=1
 [ "$(id -u)" = 0 ] || { echo "uninstall-jetson.sh: run as root (sudo)" >&2; exit 2; }
 systemctl disable --now edge-hf.service 2>/dev/null || true
-rm -f /etc/systemd/system/edge-hf.service
+rm -rf /etc/systemd/system/edge-hf.service /etc/systemd/system/edge-hf.service.d
 systemctl daemon-reload
 rm -rf /opt/edge-hf
 if [ "$PURGE" = 1 ]; then

@@ -28,7 +28,7 @@ from edge_hf.core.hyperframe import (
     use_one_cpu_thread,
 )
 from edge_hf.core.runtime import open_session
-from edge_hf.core.video import to_model_rgb
+from edge_hf.core.video import RESIZE, shrink, to_model_rgb
 from edge_hf.daemon.ring import FrameRing
 
 CAMERA_FRAME = (480, 640)  # (H, W) of the BGR frames a camera delivers in these benchmarks
@@ -92,14 +92,13 @@ def naive_window(
     size: tuple[int, int],
     mean: Sequence[float] = IMAGENET_MEAN,
     std: Sequence[float] = IMAGENET_STD,
+    resize: str = RESIZE,
 ) -> torch.Tensor:
-    """The naive way to a (1, 3T, H, W) window: per-frame resize and colour conversion in NumPy,
-    concatenate, normalise, then `torch.from_numpy`. It recomputes every frame for every window."""
+    """The naive way to a (1, 3T, H, W) window: per-frame resize (the model's rule) and colour
+    conversion, concatenate, normalise in NumPy, then `torch.from_numpy`. It recomputes every
+    frame for every window."""
     h, w = size
-    rgb = [
-        cv2.cvtColor(cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2RGB)
-        for f in frames_bgr
-    ]
+    rgb = [cv2.cvtColor(shrink(f, (w, h), resize), cv2.COLOR_BGR2RGB) for f in frames_bgr]
     x = np.concatenate([f.transpose(2, 0, 1) for f in rgb], axis=0).astype(np.float32) / 255.0
     t = len(frames_bgr)
     m = np.tile(np.asarray(mean, np.float32), t)[:, None, None]
