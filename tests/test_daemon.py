@@ -11,20 +11,29 @@ import threading
 import time
 from pathlib import Path
 
+import cv2
 import jsonschema
 import numpy as np
 import pytest
 import yaml
 
 import edge_hf
+from edge_hf.core.errors import UserError
 from edge_hf.core.hyperframe import frame_indices
+from edge_hf.core.runtime import read_contract
 from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.capture import CaptureThread, TickSampler, sample_by_media_time
-from edge_hf.daemon.config import Config, DetectionConfig
+from edge_hf.daemon.config import Config, DetectionConfig, check_against_model
 from edge_hf.daemon.events import FallDetector, ModelInfo
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sinks import JsonLinesSink, RecordingSink, TeeSink
-from edge_hf.daemon.sources import make_source
+from edge_hf.daemon.sources import (
+    FirstThatOpens,
+    OpenCVSource,
+    hardware_decoder,
+    hardware_rtsp_pipeline,
+    make_source,
+)
 from edge_hf.training.synth import write_demo_clips
 from tests.conftest import SHARED_DATA, SHIPPED_MODEL, counter_video, frame_number
 
@@ -488,3 +497,32 @@ def test_the_cpu_daemon_never_imports_torch(demo_clips: dict[str, Path], tmp_pat
     assert "TORCH []" in r.stdout, r.stdout[-500:]
     events = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
     assert [e["type"] for e in events if e.get("camera") == "fall"][:1] == ["start"]
+
+
+def test_rtsp_decoding_falls_back_to_software_when_the_hardware_way_does_not_open() -> None:
+    """Where the hardware pipeline cannot open (no nvv4l2decoder here), the camera opens through
+    the next way in the list; a camera that insists on hardware is refused at check."""
+    video = SHARED_DATA / "capture" / "vtest.avi"
+    if not video.exists():
+        pytest.skip("../shared/data not present")
+    assert isinstance(make_source("rtsp://cam/stream", decoder="software"), OpenCVSource)
+    if not hardware_decoder():
+        assert isinstance(make_source("rtsp://cam/stream"), OpenCVSource), "auto: FFmpeg here"
+    hw = OpenCVSource(
+        hardware_rtsp_pipeline("rtsp://127.0.0.1:9/none"), cv2.CAP_GSTREAMER,
+        description="rtsp://127.0.0.1:9/none (hardware decoder)",
+    )  # fmt: skip
+    src = FirstThatOpens([hw, OpenCVSource(str(video), cv2.CAP_FFMPEG, live=False)])
+    src.open()
+    try:
+        assert src.grab() is not None and src.retrieve() is not None
+        assert src.description == str(video)
+    finally:
+        src.release()
+    cfg = Config.model_validate(
+        {"device_id": "t", "model": {"path": str(SHIPPED_MODEL)},
+         "cameras": [{"name": "door", "source": "rtsp://cam/stream", "decoder": "hardware"}]}
+    )  # fmt: skip
+    if not hardware_decoder():
+        with pytest.raises(UserError, match=r"cameras\[0\].decoder: hardware needs OpenCV"):
+            check_against_model(cfg, read_contract(SHIPPED_MODEL), "c.yaml")

@@ -89,6 +89,10 @@ class CameraConfig(_Section):
     loop: bool = False  # files: start again at the end
     stall_timeout_s: float = Field(5.0, gt=0, le=3600)
     open_timeout_s: float = Field(10.0, gt=0, le=3600)
+    # rtsp:// sources: "auto" decodes on the Jetson's hardware decoder (GStreamer nvv4l2decoder)
+    # when OpenCV has GStreamer and the element exists, else in software (FFmpeg); "hardware"
+    # insists (an error if unavailable), "software" never tries it.
+    decoder: Literal["auto", "hardware", "software"] = "auto"
     # [x, y, w, h] in pixels: the part of each frame the model sees (one view of a frame that
     # joins several, or the room without a window); default the whole frame.
     crop: tuple[int, int, int, int] | None = None
@@ -384,8 +388,17 @@ def parse_config(text: str, source: str = "<config>") -> Config:
 
 
 def check_against_model(cfg: Config, contract: Any, source: str = "config") -> None:
-    """Refuse settings that contradict the model's metadata, and models the daemon cannot feed."""
+    """Refuse settings that contradict the model's metadata, and models the daemon cannot feed;
+    and cameras that insist on a hardware decoder this machine does not have."""
     from edge_hf.core.contract import CHANNEL_ORDER
+    from edge_hf.daemon.sources import hardware_decoder
+
+    for i, cam in enumerate(cfg.cameras):
+        if cam.enabled and cam.decoder == "hardware" and not hardware_decoder():
+            raise UserError(
+                f"{source}: cameras[{i}].decoder: hardware needs OpenCV with GStreamer and its "
+                "nvv4l2decoder element (a Jetson with JetPack); this machine has not: use auto"
+            )
 
     if contract.volumes != 1:
         raise UserError(

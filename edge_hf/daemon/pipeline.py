@@ -28,7 +28,7 @@ from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.ring import FrameRing, Window
 from edge_hf.daemon.sdnotify import Notifier, watchdog_interval_s
 from edge_hf.daemon.sinks import AlertSink
-from edge_hf.daemon.sources import SourceError, make_source
+from edge_hf.daemon.sources import OpenCVSource, SourceError, make_source
 from edge_hf.daemon.status import CameraSnapshot, Snapshot
 
 log = logging.getLogger(__name__)
@@ -242,7 +242,7 @@ class Pipeline:
 
             def factory(c: CameraConfig = c) -> Any:
                 return make_source(
-                    c.source, c.realtime, c.loop, c.open_timeout_s, c.stall_timeout_s
+                    c.source, c.realtime, c.loop, c.open_timeout_s, c.stall_timeout_s, c.decoder
                 )
 
             cam.thread = CaptureThread(
@@ -365,7 +365,9 @@ class Pipeline:
         self.sink.start()
         try:
             for cam in self.cameras:
-                src = make_source(cam.cfg.source, realtime=False)
+                # A recording: software decoding, the file's own frames (never an RTSP fallback).
+                src = make_source(cam.cfg.source, realtime=False, decoder="software")
+                assert isinstance(src, OpenCVSource)
                 try:
                     src.open()
                 except SourceError as exc:

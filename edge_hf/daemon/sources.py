@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Protocol
@@ -158,22 +160,108 @@ class OpenCVSource:
 _DEVICE = re.compile(r"^(/dev/video\d+|\d+)$")
 
 
+class FirstThatOpens:
+    """The first of several ways to open one camera that works (hardware decoding, then
+    software); a warning names the way that failed."""
+
+    def __init__(self, sources: list[OpenCVSource]) -> None:
+        self._sources = sources
+        self._src = sources[0]
+        self.live = sources[0].live
+        self.description = sources[0].description
+
+    def open(self) -> None:
+        errors = []
+        for i, src in enumerate(self._sources):
+            try:
+                src.open()
+            except SourceError as exc:
+                errors.append(str(exc))
+                if i + 1 < len(self._sources):
+                    log.warning("%s; trying %s", exc, self._sources[i + 1].description)
+                continue
+            self._src, self.description = src, src.description
+            return
+        raise SourceError("; ".join(errors))
+
+    def grab(self) -> float | None:
+        return self._src.grab()
+
+    def retrieve(self) -> np.ndarray | None:
+        return self._src.retrieve()
+
+    def read(self) -> tuple[np.ndarray, float] | None:
+        return self._src.read()
+
+    def release(self) -> None:
+        self._src.release()
+
+
+_HW_DECODER: bool | None = None
+
+
+def hardware_decoder() -> bool:
+    """Whether RTSP can be decoded on a Jetson's NVDEC here: OpenCV built with GStreamer and
+    GStreamer's `nvv4l2decoder` element installed (JetPack's nvidia-l4t-gstreamer)."""
+    global _HW_DECODER
+    if _HW_DECODER is None:
+        info = cv2.getBuildInformation()
+        gst = any(
+            line.split(":")[0].strip() == "GStreamer" and "YES" in line
+            for line in info.splitlines()
+        )
+        inspect = shutil.which("gst-inspect-1.0")
+        _HW_DECODER = bool(
+            gst
+            and inspect
+            and subprocess.run(
+                [inspect, "--exists", "nvv4l2decoder"], capture_output=True, timeout=10
+            ).returncode
+            == 0
+        )
+    return _HW_DECODER
+
+
+def hardware_rtsp_pipeline(url: str, latency_ms: int = 200) -> str:
+    """A GStreamer pipeline that decodes `url` (H.264 or H.265) on NVDEC and hands BGR frames
+    to OpenCV, dropping all but the newest."""
+    return (
+        f'rtspsrc location="{url}" latency={latency_ms} protocols=tcp ! decodebin ! nvvidconv '
+        "! video/x-raw,format=BGRx ! videoconvert ! video/x-raw,format=BGR "
+        "! appsink drop=true max-buffers=1 sync=false"
+    )
+
+
 def make_source(
     source: str,
     realtime: bool = True,
     loop: bool = False,
     open_timeout_s: float = 10.0,
     read_timeout_s: float = 5.0,
-) -> OpenCVSource:
-    """Pick the backend from the source string: device, URL, GStreamer pipeline, or file."""
+    decoder: str = "auto",
+) -> OpenCVSource | FirstThatOpens:
+    """Pick the backend from the source string: device, URL, GStreamer pipeline, or file.
+
+    An rtsp:// camera decodes on the hardware decoder when `decoder` is "hardware", or "auto"
+    and `hardware_decoder()` says it is there (falling back to FFmpeg if that pipeline does not
+    open); else in software through FFmpeg.
+    """
     if _DEVICE.match(source):
         target: str | int = int(source) if source.isdigit() else source
         return OpenCVSource(target, cv2.CAP_V4L2, live=True, description=f"V4L2 {source}")
     if re.match(r"^(rtsp|rtsps|http|https|rtmp|udp|tcp)://", source):
-        return OpenCVSource(
+        software = OpenCVSource(
             source, cv2.CAP_FFMPEG, live=True, open_timeout_s=open_timeout_s,
             read_timeout_s=read_timeout_s, description=_redact(source),
         )  # fmt: skip
+        rtsp = source.startswith(("rtsp://", "rtsps://"))
+        if not rtsp or decoder == "software" or (decoder == "auto" and not hardware_decoder()):
+            return software
+        hardware = OpenCVSource(
+            hardware_rtsp_pipeline(source), cv2.CAP_GSTREAMER, live=True,
+            description=f"{_redact(source)} (hardware decoder)",
+        )  # fmt: skip
+        return hardware if decoder == "hardware" else FirstThatOpens([hardware, software])
     if "appsink" in source or " ! " in source:
         return OpenCVSource(source, cv2.CAP_GSTREAMER, live=True, description="GStreamer pipeline")
     path = Path(source)
