@@ -76,6 +76,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from edge_hf.daemon.doctor import doctor
+
+    return doctor(Path(args.config), cameras=not args.no_cameras)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from edge_hf.daemon.app import run
 
@@ -290,6 +296,15 @@ def _daemon_commands(
     )
     p.add_argument("--config", required=True)
     p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser(
+        "doctor",
+        parents=[common],
+        help="on the box: providers in use, TensorRT cache, GStreamer, cameras, MQTT, memory",
+    )
+    p.add_argument("--config", required=True)
+    p.add_argument("--no-cameras", action="store_true", help="skip opening the cameras")
+    p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser(
         "run", parents=[common], help="the daemon: cameras -> hyperframes -> model -> fall events"

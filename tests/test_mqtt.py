@@ -25,7 +25,7 @@ from edge_hf.daemon.config import MqttConfig
 from edge_hf.daemon.events import FallEvent, ModelInfo
 from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.training.synth import write_demo_clips
-from tests.broker import Broker, make_tls
+from tests.broker import Broker, free_port, make_tls
 from tests.conftest import SHIPPED_MODEL
 
 SCHEMA = json.loads((Path(edge_hf.__file__).parent / "event.schema.json").read_text())
@@ -320,3 +320,37 @@ def test_alerts_cli_prints_each_event_once(broker: Broker, tmp_path: Path) -> No
     lines = [line for line in out.splitlines() if "hall" in line]
     assert len(lines) == 2 and "FALL" in lines[0] and "fall over" in lines[1], out
     assert proc.returncode == 0
+
+
+def test_doctor_reports_each_check_and_fails_on_what_is_broken(
+    broker: Broker, tmp_path: Path
+) -> None:
+    """`edge-hf doctor` on a real broker and camera file: every line ok; a broker that is down
+    and a camera that does not open are FAIL lines naming them, and the exit status is 1."""
+    demo = write_demo_clips(tmp_path / "demo")[0]
+    cmd = [sys.executable, "-c", "import sys; from edge_hf.cli import main; sys.exit(main())"]
+
+    def doctor(port: int, source: Path) -> subprocess.CompletedProcess[str]:
+        cfg = tmp_path / f"c{port}.yaml"
+        cfg.write_text(
+            json.dumps(
+                {"device_id": "box", "model": {"path": str(SHIPPED_MODEL)},
+                 "cameras": [{"name": "hall", "source": str(source)}],
+                 "mqtt": {"host": "127.0.0.1", "port": port},
+                 "state_dir": str(tmp_path / "state")}
+            )
+        )  # fmt: skip
+        return subprocess.run(
+            [*cmd, "doctor", "--config", str(cfg)], capture_output=True, text=True, timeout=60
+        )
+
+    good = doctor(broker.port, demo)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert f"  ok  mqtt: 127.0.0.1:{broker.port} accepts anonymous" in good.stdout
+    assert "  ok  camera hall:" in good.stdout and "providers: asked tensorrt" in good.stdout
+    closed = free_port()
+    bad = doctor(closed, tmp_path / "gone.mp4")
+    assert bad.returncode == 1
+    assert f"FAIL  mqtt: 127.0.0.1:{closed}" in bad.stdout
+    assert "FAIL  camera hall:" in bad.stdout and "no such file" in bad.stdout
+    assert "Traceback" not in bad.stderr
