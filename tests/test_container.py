@@ -1,0 +1,69 @@
+"""The container option (deploy/container): no base image or Docker daemon here, so the files are
+parsed and checked against the repository and each other instead of built."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = ROOT / "deploy" / "container" / "Dockerfile"
+COMPOSE = ROOT / "deploy" / "container" / "compose.yaml"
+INSTRUCTIONS = {
+    "ARG", "FROM", "ENV", "RUN", "WORKDIR", "COPY", "USER", "VOLUME", "EXPOSE", "HEALTHCHECK",
+    "ENTRYPOINT", "CMD", "LABEL",
+}  # fmt: skip
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        word, _, rest = line.partition(" ")
+        out.append((word, rest.strip()))
+    return out
+
+
+def test_dockerfile_is_well_formed_and_matches_the_repository() -> None:
+    ins = _instructions()
+    assert {w for w, _ in ins} <= INSTRUCTIONS, "only known instructions, upper case"
+    first = next(i for i, (w, _) in enumerate(ins) if w != "ARG")
+    assert ins[first][0] == "FROM" and "nvcr.io/nvidia/l4t-jetpack:" in ins[first][1]
+    for w, rest in ins:
+        if w == "COPY":
+            *sources, _dest = rest.split()
+            for src in sources:
+                assert (ROOT / src).exists(), f"COPY {src}: not in the repository"
+    runs = " ".join(rest for w, rest in ins if w == "RUN")
+    assert "python3-venv" in runs and "python3-pip" in runs
+    assert "numpy<2" in runs and "--system-site-packages" in runs
+    assert "opencv-python" not in runs, "pip's OpenCV would shadow the GStreamer build"
+    assert "GStreamer" in runs, "the image checks its cv2 has GStreamer"
+    user = [rest for w, rest in ins if w == "USER"]
+    assert user and user[-1] not in ("root", "0")
+    entry = json.loads(next(rest for w, rest in ins if w == "ENTRYPOINT"))
+    assert entry == ["/opt/edge-hf/venv/bin/edge-hf"] and "/opt/edge-hf/venv" in runs
+    cmd = json.loads(next(rest for w, rest in ins if w == "CMD"))
+    assert cmd[:2] == ["run", "--config"]
+
+
+def test_compose_runs_the_image_with_the_nvidia_runtime_devices_state_and_secret() -> None:
+    compose = yaml.safe_load(COMPOSE.read_text())
+    svc = compose["services"]["edge-hf"]
+    assert svc["runtime"] == "nvidia"
+    build = svc["build"]
+    assert (COMPOSE.parent / build["context"] / build["dockerfile"]).resolve() == DOCKERFILE
+    assert any(d.startswith("/dev/video") for d in svc["devices"])
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in svc["volumes"]}
+    cmd = json.loads(next(rest for w, rest in _instructions() if w == "CMD"))
+    assert cmd[-1] in mounts, "the config the image runs is the one compose mounts"
+    assert mounts["/var/lib/edge-hf"] in compose["volumes"], "state in a named volume"
+    assert "mqtt-password" in svc["secrets"] and "mqtt-password" in compose["secrets"]
+    assert svc["restart"] == "unless-stopped"
