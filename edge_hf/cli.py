@@ -42,6 +42,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         args.quick,
         Path(args.score_model),
         Path(args.score_data),
+        Path(args.readme) if args.readme else None,
     )
     return 0
 
@@ -379,7 +380,9 @@ def _bench_command(
     )
     p.add_argument("--video", help="camera clip for the capacity runs (default: a generated one)")
     p.add_argument(
-        "--sections", nargs="+", help="prep, inference, capture, capacity, latency (default: all)"
+        "--sections",
+        nargs="+",
+        help="prep, inference, capture, int8, capacity, latency (default: all)",
     )
     p.add_argument("--seconds", type=float, default=10.0, help="length of each capacity run")
     p.add_argument("--soak-s", type=float, default=600.0, help="length of the latency/RSS run")
@@ -394,6 +397,7 @@ def _bench_command(
         "--score-data", default="../shared/data/gmdcsa24",
         help="capture section: a folder of real .mp4 clips for that comparison (skipped if absent)",
     )  # fmt: skip
+    p.add_argument("--readme", help="also paste the tables between this file's bench markers")
     p.set_defaults(func=_cmd_bench)
 
 

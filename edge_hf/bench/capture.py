@@ -10,7 +10,7 @@ does to a model's scores on real footage (windows built both ways, same frames, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from edge_hf.bench.prep import time_it
 from edge_hf.core.contract import INPUT_NAME
-from edge_hf.core.hyperframe import HyperframeBuilder, frame_indices
+from edge_hf.core.hyperframe import WindowStacker, frame_indices
 from edge_hf.core.runtime import open_session, read_contract
 from edge_hf.core.video import to_model_rgb
 from edge_hf.daemon.capture import TickSampler
@@ -102,65 +102,123 @@ def capture_costs(
     }
 
 
-def score_effect(
-    model: Path, videos: list[tuple[Path, tuple[int, int, int, int] | None]],
-    progress: Callable[[str], None] = print,
-) -> dict[str, Any]:  # fmt: skip
-    """The model's fall probability on every 10 Hz window of each video, with frames resized by
-    INTER_AREA and by ours (same frames, same windows): mean / p99 / max absolute difference."""
-    contract = read_contract(model)
-    session = open_session(model, threads=1)
-    builder = HyperframeBuilder(contract.mean, contract.std)
+def _frames(video: Path, crop: tuple[int, int, int, int] | None) -> tuple[list[np.ndarray], float]:
+    cap = cv2.VideoCapture(str(video))
+    fps = float(cap.get(cv2.CAP_PROP_FPS) or 25.0)
+    frames: list[np.ndarray] = []
+    while True:
+        ok, f = cap.read()
+        if not ok:
+            break
+        if crop is not None:
+            x, y, cw, ch = crop
+            f = f[y : y + ch, x : x + cw]
+        frames.append(f)
+    cap.release()
+    return frames, fps
+
+
+def _fall_probs(session: Any, contract: Any, small: list[np.ndarray], fps: float) -> np.ndarray:
+    """The fall probability of every 10 Hz window (clamped at the ends) of one clip."""
+    stacker = WindowStacker(contract.mean, contract.std)
     fall = contract.classes.index(contract.fall_class)
     interval_s = contract.interval_ms / 1000
-    h, w = contract.input_size
-    diffs: list[float] = []
-    flips, windows = 0, 0
-    threshold = contract.threshold or 0.5
-    for video, crop in videos:
-        progress(f"scores through both resizes: {video.name}")
-        cap = cv2.VideoCapture(str(video))
-        fps = float(cap.get(cv2.CAP_PROP_FPS) or 25.0)
-        frames: list[np.ndarray] = []
-        while True:
-            ok, f = cap.read()
-            if not ok:
-                break
-            if crop is not None:
-                x, y, cw, ch = crop
-                f = f[y : y + ch, x : x + cw]
-            frames.append(f)
-        cap.release()
-        if not frames:
-            continue
-        probs = {}
-        for name, fn in (("area", lambda f: area_rgb(f, (h, w))), ("ours", None)):
-            small = [fn(f) if fn else to_model_rgb(f, (h, w)) for f in frames]
-            p = []
-            t = 0.0
-            while t * fps < len(frames):
-                idx = frame_indices(len(frames), fps, t, contract.window, interval_s)
-                p.append(idx)
-                t += interval_s
-            out = []
-            for i in range(0, len(p), 32):
-                batch = builder.stack_batch([[small[j] for j in idx] for idx in p[i : i + 32]])
-                logits = session.run(None, {INPUT_NAME: batch.numpy()})[0]
-                e = np.exp(logits - logits.max(axis=1, keepdims=True))
-                out.extend((e / e.sum(axis=1, keepdims=True))[:, fall].tolist())
-            probs[name] = np.asarray(out)
-        d = np.abs(probs["area"] - probs["ours"])
-        diffs.extend(d.tolist())
-        flips += int(((probs["area"] >= threshold) != (probs["ours"] >= threshold)).sum())
-        windows += len(d)
-    arr = np.asarray(diffs)
+    centres = np.arange(0.0, len(small) / fps, interval_s)
+    out: list[float] = []
+    for i in range(0, len(centres), 32):
+        batch = stacker.stack_batch(
+            [
+                [small[j] for j in frame_indices(len(small), fps, float(t), contract.window,
+                                                 interval_s)]
+                for t in centres[i : i + 32]
+            ]
+        )  # fmt: skip
+        logits = session.run(None, {INPUT_NAME: batch})[0]
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        out.extend((e / e.sum(axis=1, keepdims=True))[:, fall].tolist())
+    return np.asarray(out)
+
+
+def _summary(a: list[np.ndarray], b: list[np.ndarray], threshold: float) -> dict[str, Any]:
+    d = np.concatenate([np.abs(x - y) for x, y in zip(a, b, strict=True)])
+    flips = sum(
+        int(((x >= threshold) != (y >= threshold)).sum()) for x, y in zip(a, b, strict=True)
+    )
     return {
-        "model": model.name,
-        "videos": len(videos),
-        "windows": windows,
-        "mean_abs_diff": round(float(arr.mean()), 4),
-        "p99_abs_diff": round(float(np.percentile(arr, 99)), 4),
-        "max_abs_diff": round(float(arr.max()), 4),
+        "videos": len(a),
+        "windows": len(d),
+        "mean_abs_diff": round(float(d.mean()), 4),
+        "p99_abs_diff": round(float(np.percentile(d, 99)), 4),
+        "max_abs_diff": round(float(d.max()), 4),
         "threshold": threshold,
         "windows_across_threshold": flips,
     }
+
+
+Videos = list[tuple[Path, "tuple[int, int, int, int] | None"]]
+
+
+def score_effect(
+    model: Path, videos: Videos, progress: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """The model's fall probability on every 10 Hz window of each video, with frames resized by
+    INTER_AREA and by the cheap rule (same frames, same windows): how far apart they are."""
+    contract = read_contract(model)
+    session = open_session(model, threads=1)
+    h, w = contract.input_size
+    area, ours = [], []
+    for video, crop in videos:
+        progress(f"scores through both resizes: {video.name}")
+        frames, fps = _frames(video, crop)
+        if frames:
+            area.append(_fall_probs(session, contract, [area_rgb(f, (h, w)) for f in frames], fps))
+            small = [to_model_rgb(f, (h, w), resize="linear2x-area") for f in frames]
+            ours.append(_fall_probs(session, contract, small, fps))
+    return {"model": model.name, **_summary(area, ours, contract.threshold or 0.5)}
+
+
+def model_effect(
+    fp32: Path, other: Path, videos: Videos, progress: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Two models (e.g. fp32 and its int8 version) on the same windows of each video, frames
+    resized by the first model's rule: how far apart their fall probabilities are."""
+    contract = read_contract(fp32)
+    sessions = [open_session(fp32, threads=1), open_session(other, threads=1)]
+    h, w = contract.input_size
+    a, b = [], []
+    for video, crop in videos:
+        progress(f"scores of both models: {video.name}")
+        frames, fps = _frames(video, crop)
+        if frames:
+            small = [to_model_rgb(f, (h, w), resize=contract.resize) for f in frames]
+            a.append(_fall_probs(sessions[0], contract, small, fps))
+            b.append(_fall_probs(sessions[1], contract, small, fps))
+    return {"model": fp32.name, "other": other.name, **_summary(a, b, contract.threshold or 0.5)}
+
+
+def interleaved_ms(
+    paths: dict[str, Path], batches: Sequence[int] = (1, 8), repeats: int = 200
+) -> dict[str, dict[str, float]]:
+    """Median ms per batch of each model, one ONNX Runtime CPU thread each (as the daemon runs
+    them), repeats interleaved so the machine's noise hits all alike; random input windows."""
+    import statistics
+    import time
+
+    sessions = {k: open_session(v, threads=1) for k, v in paths.items()}
+    c = read_contract(next(iter(paths.values())))
+    h, w = c.input_size
+    rng = np.random.default_rng(0)
+    out: dict[str, dict[str, float]] = {}
+    for b in batches:
+        x = rng.standard_normal((b, 3 * c.window * c.volumes, h, w)).astype(np.float32)
+        times: dict[str, list[float]] = {k: [] for k in sessions}
+        for s in sessions.values():  # warm-up
+            for _ in range(5):
+                s.run(None, {INPUT_NAME: x})
+        for _ in range(repeats):
+            for k, s in sessions.items():
+                t0 = time.perf_counter()
+                s.run(None, {INPUT_NAME: x})
+                times[k].append((time.perf_counter() - t0) * 1000)
+        out[f"batch{b}"] = {f"{k}_ms": round(statistics.median(v), 3) for k, v in times.items()}
+    return out

@@ -9,13 +9,13 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from edge_hf.bench.capture import capture_costs, score_effect
+from edge_hf.bench.capture import capture_costs, interleaved_ms, model_effect, score_effect
 from edge_hf.bench.live import capacity, soak
 from edge_hf.bench.prep import copy_bandwidth_gbs, inference_rows, prep_rows
 from edge_hf.core.errors import UserError
@@ -24,7 +24,7 @@ from edge_hf.core.video import RESIZE
 
 log = logging.getLogger(__name__)
 
-SECTIONS = ("prep", "inference", "capture", "capacity", "latency")
+SECTIONS = ("prep", "inference", "capture", "int8", "capacity", "latency")
 SCORE_MODEL = Path("models/fall-real-efficientnet_lite0-t3.onnx")  # a model trained on real footage
 SCORE_DATA = Path("../shared/data/gmdcsa24")  # real clips for the score effect of the resize
 
@@ -68,6 +68,7 @@ def run_bench(
     quick: bool = False,
     score_model: Path = SCORE_MODEL,
     score_data: Path = SCORE_DATA,
+    readme: Path | None = None,
 ) -> dict[str, Any]:
     """Run the chosen sections; write `out/bench.json` and `out/bench.md`; return the results."""
     unknown = set(sections) - set(SECTIONS)
@@ -128,6 +129,13 @@ def run_bench(
                 if video is not None:
                     vids.append((video, None))
                 res["capture"]["scores"] = score_effect(score_model, vids, progress=_say)
+        if "int8" in sections:
+            clips = sorted(score_data.glob("*.mp4")) if score_data.is_dir() else []
+            if score_model.is_file() and clips:
+                _say(f"int8: {score_model.name} quantised, calibrated on {score_data}")
+                res["int8"] = int8_rows(score_model, score_data, work, clips, repeats, _say)
+            else:
+                _say(f"int8: skipped ({score_model} or clips in {score_data} missing)")
         if "capacity" in sections:
             assert camera is not None
             # Capacity measures time: the model relabelled with the cheap resize rule (what a
@@ -148,12 +156,42 @@ def run_bench(
     res["total_s"] = round(time.monotonic() - started, 1)
     (out / "bench.json").write_text(json.dumps(res, indent=2) + "\n")
     (out / "bench.md").write_text(markdown(res))
+    if readme is not None:
+        paste_into_readme(readme, markdown(res))
+        _say(f"pasted the tables into {readme}")
     _say(f"wrote {out / 'bench.json'} and {out / 'bench.md'} in {res['total_s']:.0f} s")
     return res
 
 
 CAMERA_FPS = 15.0
 CAMERA_SIZE = (640, 480)
+
+
+def int8_rows(
+    model: Path, data: Path, work: Path, clips: list[Path], repeats: int,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:  # fmt: skip
+    """`model` quantised as `edge-hf export --int8` does (calibrated on `data`), then fp32 vs int8
+    side by side: CPU time per batch (interleaved) and fall probabilities on the real clips."""
+    from edge_hf.training.quantize import calibration_windows, quantize_int8
+
+    q = work / f"{model.stem}-int8.onnx"
+    windows = calibration_windows(model, data, limit=200, cache_dir=work / "cache")
+    agreement = quantize_int8(model, q, windows)
+    speed = interleaved_ms({"fp32": model, "int8": q}, (1, 8), max(50, 30 * repeats))
+    for row in speed.values():
+        row["speedup"] = round(row["fp32_ms"] / row["int8_ms"], 2)
+    return {
+        "model": model.name,
+        "calibration": str(data),
+        "size_mb": {
+            "fp32": round(model.stat().st_size / 1e6, 1),
+            "int8": round(q.stat().st_size / 1e6, 1),
+        },
+        "agreement": agreement,
+        "speed": speed,
+        "scores": model_effect(model, q, [(c, None) for c in clips], progress),
+    }
 
 
 def with_resize(model: Path, out: Path, rule: str) -> Path:
@@ -207,6 +245,23 @@ def retimed(
     finally:
         cap.release()
     return out
+
+
+START, END = "<!-- bench:start", "<!-- bench:end -->"
+
+
+def paste_into_readme(readme: Path, md: str) -> None:
+    """Replace what is between the README's bench markers with `md` (its title dropped and its
+    headings one level down)."""
+    text = readme.read_text()
+    if START not in text or END not in text:
+        raise UserError(f"--readme {readme}: no '{START} ...' / '{END}' markers to paste between")
+    body = md.split("\n", 2)[2] if md.startswith("# ") else md
+    body = "\n".join("#" + ln if ln.startswith("## ") else ln for ln in body.splitlines())
+    head, rest = text.split(START, 1)
+    marker_line, _ = rest.split("\n", 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(f"{head}{START}{marker_line}\n{body.strip()}\n{END}{tail}")
 
 
 def _ms(t: dict[str, float]) -> str:
@@ -306,6 +361,32 @@ def markdown(res: dict[str, Any]) -> str:
                 "with the rule it runs.",
                 "",
             ]
+    if "int8" in res:
+        q = res["int8"]
+        s = q["scores"]
+        speed = "; ".join(
+            f"{k}: {v['fp32_ms']:.2f} → {v['int8_ms']:.2f} ms ({v['speedup']:.2f}×)"
+            for k, v in q["speed"].items()
+        )
+        lines += [
+            "## int8",
+            "",
+            f"`{q['model']}` quantised as `edge-hf export --int8 --calibration {q['calibration']}` "
+            "does (QDQ, per-channel int8 weights, MinMax on 200 windows), then side by side "
+            "with the fp32 model on ONNX Runtime's CPU provider, one thread, interleaved repeats.",
+            "",
+            "| CPU time per batch, fp32 → int8 | size MB | fall probability vs fp32 on "
+            f"{s['windows']} windows of {s['videos']} real clips: mean / p99 / max abs diff | "
+            f"windows across the threshold {s['threshold']:g} |",
+            "| --- | --- | --- | --- |",
+            f"| {speed} | {q['size_mb']['fp32']} → {q['size_mb']['int8']} | "
+            f"{s['mean_abs_diff']:.3f} / {s['p99_abs_diff']:.3f} / {s['max_abs_diff']:.3f} | "
+            f"{s['windows_across_threshold']} |",
+            "",
+            "Event-level accuracy on held-out folds needs the benchmark's fold models: "
+            "`python experiments/int8_real.py` (README, int8).",
+            "",
+        ]
     if "capacity" in res:
         lines += [
             "## Capacity: cameras at 10 Hz",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +42,13 @@ class _Windows:
 def calibration_windows(
     model: Path, data: Path, limit: int = 300, cache_dir: Path | None = None
 ) -> np.ndarray:
-    """Up to `limit` windows (N, 3T, H, W) from `data`, as the model's contract builds them."""
+    """Up to `limit` windows (N, 3T, H, W) from `data`, as the model's contract builds them,
+    spread over every clip from start to end: activation ranges need the falls as much as the
+    daily life, whatever the manifest calls them (a three-state model has no `fall` label)."""
     _, spec, classes, _ = load_model(model)
-    clips = [c for c in load_clips(data) if c.label in classes]
+    clips = [replace(c, label=classes[0], start_s=None, end_s=None) for c in load_clips(data)]
     if not clips:
-        raise UserError(f"--calibration {data}: no clip with a label among {classes}")
+        raise UserError(f"--calibration {data}: no clip in it")
     loaded = decode_clips(clips, spec.size, cache_dir, progress=True, resize=spec.resize)
     ds = HyperframeDataset(loaded, classes, spec, train=False)
     step = max(1, len(ds) // limit)
