@@ -14,7 +14,7 @@ help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips"
 	@echo "make test   set up, lint, and run the test suite"
 	@echo "make lint   ruff (lint + format check) and mypy"
-	@echo "make bench  window prep, inference, cameras per machine, alert latency, RSS (~13 min)"
+	@echo "make bench  window prep, inference, capture, int8, cameras per machine, alert latency, RSS (~20 min)"
 
 # Re-runs only when pyproject.toml changes, so a second `make test` starts at once.
 $(STAMP): pyproject.toml
@@ -124,12 +124,13 @@ real-card: $(STAMP)
 real-bench: $(STAMP)
 	$(PY) experiments/real_benchmark.py --out benchmarks/results/real
 
-# Benchmarks (never part of `make test`): ours vs the naive way vs the physical floor, capacity,
-# capture -> MQTT latency and RSS over a 10-minute daemon run. Writes benchmarks/results/bench.{json,md}.
+# Benchmarks (never part of `make test`): ours vs the naive way vs the physical floor (window prep,
+# inference, capture per frame), int8 vs fp32, capacity, capture -> MQTT latency and RSS over a
+# 10-minute daemon run. Writes benchmarks/results/bench.{json,md} and pastes the tables into README.md.
 BENCH_VIDEO ?= ../shared/data/capture/vtest.avi
 bench: $(STAMP) mosquitto
 	$(VENV)/bin/edge-hf --log-level warning bench --out benchmarks/results --seconds 6 --soak-s 600 \
-		$(if $(wildcard $(BENCH_VIDEO)),--video $(BENCH_VIDEO))
+		--readme README.md $(if $(wildcard $(BENCH_VIDEO)),--video $(BENCH_VIDEO))
 
 # Memory of a long broker outage (20 000 alerts offline, then the drain): one JSON line.
 bench-outage: $(STAMP) mosquitto
