@@ -158,6 +158,25 @@ def _summary(a: list[np.ndarray], b: list[np.ndarray], threshold: float) -> dict
 Videos = list[tuple[Path, "tuple[int, int, int, int] | None"]]
 
 
+Prepare = Callable[[np.ndarray], np.ndarray]  # a BGR camera frame -> the model's RGB input
+
+
+def _compare(
+    contract: Any, ways: list[tuple[Any, Prepare]], videos: Videos, what: str,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:  # fmt: skip
+    """Fall probabilities of every window of each video computed two ways (a session and a
+    frame preparation each), and how far apart they are."""
+    probs: list[list[np.ndarray]] = [[], []]
+    for video, crop in videos:
+        progress(f"{what}: {video.name}")
+        frames, fps = _frames(video, crop)
+        for (session, prepare), out in zip(ways, probs, strict=True):
+            if frames:
+                out.append(_fall_probs(session, contract, [prepare(f) for f in frames], fps))
+    return _summary(probs[0], probs[1], contract.threshold or 0.5)
+
+
 def score_effect(
     model: Path, videos: Videos, progress: Callable[[str], None] = print
 ) -> dict[str, Any]:
@@ -166,15 +185,12 @@ def score_effect(
     contract = read_contract(model)
     session = open_session(model, threads=1)
     h, w = contract.input_size
-    area, ours = [], []
-    for video, crop in videos:
-        progress(f"scores through both resizes: {video.name}")
-        frames, fps = _frames(video, crop)
-        if frames:
-            area.append(_fall_probs(session, contract, [area_rgb(f, (h, w)) for f in frames], fps))
-            small = [to_model_rgb(f, (h, w), resize="linear2x-area") for f in frames]
-            ours.append(_fall_probs(session, contract, small, fps))
-    return {"model": model.name, **_summary(area, ours, contract.threshold or 0.5)}
+    ways: list[tuple[Any, Prepare]] = [
+        (session, lambda f: area_rgb(f, (h, w))),
+        (session, lambda f: to_model_rgb(f, (h, w), resize="linear2x-area")),
+    ]
+    res = _compare(contract, ways, videos, "scores through both resizes", progress)
+    return {"model": model.name, **res}
 
 
 def model_effect(
@@ -183,17 +199,14 @@ def model_effect(
     """Two models (e.g. fp32 and its int8 version) on the same windows of each video, frames
     resized by the first model's rule: how far apart their fall probabilities are."""
     contract = read_contract(fp32)
-    sessions = [open_session(fp32, threads=1), open_session(other, threads=1)]
     h, w = contract.input_size
-    a, b = [], []
-    for video, crop in videos:
-        progress(f"scores of both models: {video.name}")
-        frames, fps = _frames(video, crop)
-        if frames:
-            small = [to_model_rgb(f, (h, w), resize=contract.resize) for f in frames]
-            a.append(_fall_probs(sessions[0], contract, small, fps))
-            b.append(_fall_probs(sessions[1], contract, small, fps))
-    return {"model": fp32.name, "other": other.name, **_summary(a, b, contract.threshold or 0.5)}
+
+    def prepare(f: np.ndarray) -> np.ndarray:
+        return to_model_rgb(f, (h, w), resize=contract.resize)
+
+    ways: list[tuple[Any, Prepare]] = [(open_session(p, threads=1), prepare) for p in (fp32, other)]
+    res = _compare(contract, ways, videos, "scores of both models", progress)
+    return {"model": fp32.name, "other": other.name, **res}
 
 
 def interleaved_ms(

@@ -93,18 +93,6 @@ def _check_stats(values: Sequence[float], name: str) -> None:
         raise ValueError(f"std values must be > 0 (got {list(values)})")
 
 
-def _as_tensor(frame: Frame) -> torch.Tensor:
-    import torch
-
-    if isinstance(frame, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(frame))
-    if isinstance(frame, torch.Tensor):
-        return frame
-    raise ValueError(
-        f"a frame must be a NumPy array or a torch tensor (got {type(frame).__name__})"
-    )
-
-
 def _as_array(frame: Frame) -> np.ndarray:
     if isinstance(frame, np.ndarray):
         return np.ascontiguousarray(frame)
@@ -115,29 +103,6 @@ def _as_array(frame: Frame) -> np.ndarray:
     raise ValueError(
         f"a frame must be a NumPy array or a torch tensor (got {type(frame).__name__})"
     )
-
-
-def _check_windows(windows: Sequence[Sequence[Frame]]) -> list[list[torch.Tensor]]:
-    import torch
-
-    if len(windows) == 0:
-        raise ValueError("no windows to stack")
-    for w in windows:
-        _check_window(len(w), "the number of frames in a window")
-    tensors = [[_as_tensor(f) for f in w] for w in windows]
-    first = tensors[0][0]
-    if first.dtype != torch.uint8:
-        raise ValueError(f"frames must be uint8 RGB (got dtype {first.dtype})")
-    if first.ndim != 3 or first.shape[2] != 3:
-        raise ValueError(f"frames must have shape (H, W, 3) (got {tuple(first.shape)})")
-    for w in tensors:
-        for f in w:
-            if f.shape != first.shape or f.dtype != first.dtype:
-                raise ValueError(
-                    "all frames must share shape and dtype: "
-                    f"{tuple(first.shape)}/{first.dtype} vs {tuple(f.shape)}/{f.dtype}"
-                )
-    return tensors
 
 
 def use_one_cpu_thread() -> None:
@@ -258,17 +223,16 @@ class HyperframeBuilder:
         """Stack N windows of T uint8 RGB frames (H, W, 3) into normalised (N, 3T, H, W) float32."""
         import torch
 
+        arrays = [[_as_array(f) for f in w] for w in windows]
         if self.device.type == "cpu":  # one implementation on the CPU: the NumPy one
-            arrays = [[_as_array(f) for f in w] for w in windows]
             if out is None:
                 return torch.from_numpy(self._numpy.stack_batch(arrays))
             if out.is_cuda or not out.is_contiguous():
                 raise ValueError("out must be a contiguous CPU tensor for a CPU builder")
             self._numpy.stack_batch(arrays, out.numpy())  # checks out's shape and dtype
             return out
-        tensors = _check_windows(windows)
-        n, t = len(tensors), len(tensors[0])
-        h, w, _ = tensors[0][0].shape
+        n, t, h, w = _check_arrays(arrays)
+        tensors = [[torch.from_numpy(f) for f in win] for win in arrays]
         if out is None:
             out = torch.empty((n, 3 * t, h, w), dtype=torch.float32, device=self.device)
         elif out.shape != (n, 3 * t, h, w) or out.dtype != torch.float32:
