@@ -394,16 +394,19 @@ def markdown(res: dict[str, Any]) -> str:
             f"File cameras in real time ({res['camera_video']}, looping), a window "
             "every 100 ms each. Sustained = no skipped window, no dropped frame, >= 90 % of the "
             "expected windows. CPU = cores the process used during the run (of "
-            f"{m['cores']}): a level that fails near {m['cores']} is bound by the CPU.",
+            f"{m['cores']}): a level that fails near {m['cores']} is bound by the CPU. Busy = "
+            "share of the run the inference loop spent stacking and classifying (summed over "
+            "the pipelines of the per-camera layout): near 1, the one inference thread of the "
+            "batched layout is the bound.",
             "",
             "| layout | cameras sustained | first level that failed | runs in order (cameras: "
-            "windows/expected, skipped, CPU cores) |",
+            "windows/expected, skipped, CPU cores, busy) |",
             "| --- | --- | --- | --- |",
         ]
         for c in res["capacity"]:
             runs = "; ".join(
                 f"{r['cameras']}: {r['windows']}/{r['expected_windows']}, {r['skipped']}, "
-                f"{r.get('cpu_cores', '-')}"
+                f"{r.get('cpu_cores', '-')}, {r.get('inference_busy', '-')}"
                 for r in c["runs"]
             )
             layout = "batched, one session" if c["mode"] == "batched" else "one session per camera"

@@ -80,9 +80,11 @@ class PipelineStats:
     inference_ms: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))
     latency_ms: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))
     last_progress: float = float("-inf")  # monotonic time of the last completed batch
+    busy_ms: float = 0.0  # total time spent stacking and classifying batches
 
     def record(self, inference_ms: float, latencies: Iterable[float]) -> None:
         self.inference_ms.append(inference_ms)
+        self.busy_ms += inference_ms
         self.latency_ms.extend(latencies)
         self.last_progress = time.monotonic()
 
