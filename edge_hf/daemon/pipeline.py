@@ -296,19 +296,25 @@ class Pipeline:
         wall_offset = time.time() - time.monotonic()
         # Cameras tick on a shared grid but their frames land a little apart: after the first new
         # sample, wait for the others due at that tick to join the batch, this long at most.
-        coalesce_s = min(0.03, min(c.interval_s for c in self.cameras) / 3)
+        interval_s = min(c.interval_s for c in self.cameras)
+        coalesce_s = min(0.03, interval_s / 3)
+        busy_s = 0.0  # how long the last batch took
         beat_s = min(5.0, watchdog_interval_s() or 5.0)
         next_beat = time.monotonic()
         next_stats = time.monotonic() + min(10.0, self.cfg.stats_interval_s)
         try:
             while not self.stop.is_set():
-                if self._new_sample.wait(0.5) and len(self.cameras) > 1:
+                # Under load no wait: windows that come due while a batch runs join the next one
+                # anyway, and a wait on top of a long batch would make cameras skip windows.
+                if self._new_sample.wait(0.5) and len(self.cameras) > 1 and busy_s < interval_s / 4:
                     self.wait_for_batch(coalesce_s)
                 self._new_sample.clear()
                 self._run_commands()
                 due = self._due_windows()
                 if due:
+                    t0 = time.monotonic()
                     self.process(due, lambda t: t + wall_offset)
+                    busy_s = time.monotonic() - t0
                 self._update_status()
                 now = time.monotonic()
                 self._say_ready(now)
