@@ -14,7 +14,8 @@ import torch
 
 from edge_hf.bench.live import run_cameras, soak
 from edge_hf.bench.prep import OurWindow, count_flops, naive_window
-from edge_hf.bench.runner import retimed
+from edge_hf.bench.runner import paste_into_readme, retimed
+from edge_hf.core.errors import UserError
 from edge_hf.core.hyperframe import stack_frames
 from edge_hf.core.video import to_model_rgb
 from edge_hf.training.synth import write_demo_clips
@@ -163,3 +164,16 @@ def test_capture_section_compares_before_ours_and_floor(tmp_path: Path) -> None:
     assert s["videos"] == 1 and s["windows"] > 100
     assert 0 <= s["mean_abs_diff"] <= s["p99_abs_diff"] <= s["max_abs_diff"] < 1
     assert "## Capture, per camera frame" in (out / "bench.md").read_text()
+
+
+def test_bench_tables_are_pasted_between_the_readme_markers(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- bench:start (note) -->\nold table\n<!-- bench:end -->\noutro\n")
+    paste_into_readme(readme, "# edge_hf benchmarks\n\nmachine\n\n## Capture\n\n| a |\n")
+    text = readme.read_text()
+    assert text.startswith("intro\n<!-- bench:start (note) -->\nmachine\n")
+    assert "### Capture" in text and "old table" not in text and "# edge_hf benchmarks" not in text
+    assert text.endswith("| a |\n<!-- bench:end -->\noutro\n")
+    (tmp_path / "plain.md").write_text("no markers\n")
+    with pytest.raises(UserError, match="no '<!-- bench:start"):
+        paste_into_readme(tmp_path / "plain.md", "# t\n\nx\n")
