@@ -173,6 +173,7 @@ def test_model_card_reports_metrics_and_latency(
     )
     assert (tmp_path / "m.md").read_text() == text
     assert "window T=3" in text and "input 64x64" in text
+    assert "resized by the `linear2x-area` rule" in text
     assert f"accuracy {report['accuracy']:.3f}" in text
     assert "fall/lie_down" in text and "median" in text
 

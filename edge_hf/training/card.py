@@ -61,7 +61,7 @@ def write_card(
         f"- classes: {', '.join(c.classes)} (fall class: `{c.fall_class}`"
         + (f", down class: `{c.down_class}`)" if c.down_class else ")"),
         f"- normalisation: mean {list(c.mean)}, std {list(c.std)} (0-1 scale), channel order "
-        f"`{c.channel_order}`",
+        f"`{c.channel_order}`; frames resized by the `{c.resize}` rule (the daemon uses the same)",
         f"- file: {size_mb:.1f} MB ONNX (opset 17, dynamic batch, input `hyperframe` "
         "[N, 3T, H, W], output `logits` [N, C])",
         "",
