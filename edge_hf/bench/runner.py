@@ -86,6 +86,8 @@ def run_bench(
         raise UserError(f"--model {model}: no such file; run `make demo-model` or pass a model")
     if video is not None and not video.is_file():
         raise UserError(f"--video {video}: no such file")
+    if readme is not None:
+        _readme_text(readme)  # refused before a 15-minute run, not after it
     contract = read_contract(model)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -250,12 +252,20 @@ def retimed(
 START, END = "<!-- bench:start", "<!-- bench:end -->"
 
 
-def paste_into_readme(readme: Path, md: str) -> None:
-    """Replace what is between the README's bench markers with `md` (its title dropped and its
-    headings one level down)."""
+def _readme_text(readme: Path) -> str:
+    """The README's text, refused in one line if it is missing or has no bench markers."""
+    if not readme.is_file():
+        raise UserError(f"--readme {readme}: no such file")
     text = readme.read_text()
     if START not in text or END not in text:
         raise UserError(f"--readme {readme}: no '{START} ...' / '{END}' markers to paste between")
+    return text
+
+
+def paste_into_readme(readme: Path, md: str) -> None:
+    """Replace what is between the README's bench markers with `md` (its title dropped and its
+    headings one level down)."""
+    text = _readme_text(readme)
     body = md.split("\n", 2)[2] if md.startswith("# ") else md
     body = "\n".join("#" + ln if ln.startswith("## ") else ln for ln in body.splitlines())
     head, rest = text.split(START, 1)

@@ -66,12 +66,9 @@ def _providers(cfg: Config) -> list[Finding]:
 def _gstreamer(cfg: Config) -> list[Finding]:
     import cv2
 
-    from edge_hf.daemon.sources import hardware_decoder
+    from edge_hf.daemon.sources import hardware_decoder, opencv_has_gstreamer
 
-    info = cv2.getBuildInformation()
-    gst = any(
-        line.split(":")[0].strip() == "GStreamer" and "YES" in line for line in info.splitlines()
-    )
+    gst = opencv_has_gstreamer()
     rtsp = any(c.source.startswith(("rtsp://", "rtsps://")) for c in cfg.enabled_cameras())
     csi = any("nvarguscamerasrc" in c.source for c in cfg.enabled_cameras())
     need = "needed by a CSI camera" if csi else "optional"

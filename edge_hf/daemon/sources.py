@@ -200,25 +200,28 @@ class FirstThatOpens:
 _HW_DECODER: bool | None = None
 
 
+def opencv_has_gstreamer() -> bool:
+    """Whether this OpenCV was built with GStreamer (JetPack's is; pip's opencv-python is not)."""
+    return any(
+        line.split(":")[0].strip() == "GStreamer" and "YES" in line
+        for line in cv2.getBuildInformation().splitlines()
+    )
+
+
 def hardware_decoder() -> bool:
     """Whether RTSP can be decoded on a Jetson's NVDEC here: OpenCV built with GStreamer and
     GStreamer's `nvv4l2decoder` element installed (JetPack's nvidia-l4t-gstreamer)."""
     global _HW_DECODER
     if _HW_DECODER is None:
-        info = cv2.getBuildInformation()
-        gst = any(
-            line.split(":")[0].strip() == "GStreamer" and "YES" in line
-            for line in info.splitlines()
-        )
         inspect = shutil.which("gst-inspect-1.0")
-        _HW_DECODER = bool(
-            gst
-            and inspect
-            and subprocess.run(
-                [inspect, "--exists", "nvv4l2decoder"], capture_output=True, timeout=10
-            ).returncode
-            == 0
-        )
+        found = False
+        if inspect and opencv_has_gstreamer():
+            try:
+                probe = [inspect, "--exists", "nvv4l2decoder"]
+                found = subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
+            except (OSError, subprocess.TimeoutExpired):  # a broken plugin cache: say no
+                found = False
+        _HW_DECODER = found
     return _HW_DECODER
 
 
