@@ -463,9 +463,9 @@ def test_a_camera_slow_to_open_does_not_hold_up_the_others(tiny_onnx: Path, tmp_
     cfg = Config.model_validate({
         "device_id": "t",
         "model": {"path": str(tiny_onnx), "providers": ["cpu"]},
-        "cameras": [
-            {"name": "good", "source": str(video), "loop": True},
+        "cameras": [  # the slow one starts first, so it would be the first to open
             {"name": "slow", "source": f"rtsp://127.0.0.1:{port}/cam", "open_timeout_s": 12},
+            {"name": "good", "source": str(video), "loop": True},
         ],
         "state_dir": str(tmp_path / "state"),
     })  # fmt: skip
@@ -475,7 +475,7 @@ def test_a_camera_slow_to_open_does_not_hold_up_the_others(tiny_onnx: Path, tmp_
     runner.start()
     try:
         time.sleep(6)
-        good, slow = pipeline.snapshot().cameras
+        slow, good = pipeline.snapshot().cameras
         assert slow.state == "starting", "still trying its first open"
         assert good.windows > 0, "the healthy camera is classified meanwhile"
         assert good.dropped == 0, "and loses no frames waiting for the slow one"
@@ -483,3 +483,81 @@ def test_a_camera_slow_to_open_does_not_hold_up_the_others(tiny_onnx: Path, tmp_
         pipeline.stop.set()
         runner.join(30)
         silent.close()
+
+
+def test_a_silent_network_camera_does_not_hold_opencvs_open_lock() -> None:
+    """OpenCV opens every FFmpeg source under one process-wide lock: a camera that accepts and
+    never answers must be waited on outside it, or no other camera can open meanwhile."""
+    import socket
+
+    from edge_hf.daemon.sources import SourceError, make_source
+
+    video = SHARED_DATA / "capture" / "vtest.avi"
+    if not video.exists():
+        pytest.skip("../shared/data not present")
+    silent = socket.create_server(("127.0.0.1", 0))
+    port = silent.getsockname()[1]
+    errors: list[str] = []
+
+    def open_slow() -> None:
+        try:
+            make_source(f"rtsp://u:secret@127.0.0.1:{port}/cam", open_timeout_s=4).open()
+        except SourceError as exc:
+            errors.append(str(exc))
+
+    slow = threading.Thread(target=open_slow)
+    slow.start()
+    try:
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        good = make_source(str(video), realtime=False)
+        good.open()
+        opened_in = time.monotonic() - t0
+        assert good.read() is not None
+        good.release()
+        slow.join(10)
+        assert opened_in < 2.0, f"the file waited {opened_in:.1f} s for the silent camera"
+        assert errors == [
+            f"cannot open rtsp://u:***@127.0.0.1:{port}/cam: 127.0.0.1:{port} did not answer within 4 s"
+        ]
+    finally:
+        silent.close()
+
+
+def test_the_network_check_tells_refused_silent_and_answering_cameras_apart() -> None:
+    import socket
+
+    from edge_hf.daemon.sources import Unreachable, answers
+
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    with pytest.raises(Unreachable, match=f"127.0.0.1:{port}: Connection refused"):
+        answers(f"rtsp://127.0.0.1:{port}/x", 2, "cam")
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    seen: list[bytes] = []
+
+    def answer(reply: bytes) -> None:
+        conn, _ = server.accept()
+        with conn:
+            seen.append(conn.recv(256))
+            conn.sendall(reply)
+
+    try:
+        for reply, ok in (
+            (b"RTSP/1.0 401 Unauthorized\r\nCSeq: 1\r\n\r\n", True),
+            (b"HTTP/1.1 400\r\n", False),
+        ):
+            t = threading.Thread(target=answer, args=(reply,))
+            t.start()
+            if ok:
+                answers(f"rtsp://u:pw@127.0.0.1:{port}/stream", 2, "cam")  # any RTSP reply will do
+            else:
+                with pytest.raises(Unreachable, match="is not an RTSP server"):
+                    answers(f"rtsp://127.0.0.1:{port}/stream", 2, "cam")
+            t.join(5)
+        assert seen[0].startswith(f"OPTIONS rtsp://127.0.0.1:{port}/stream RTSP/1.0".encode())
+        assert b"pw" not in seen[0], "no credentials in the probe"
+    finally:
+        server.close()

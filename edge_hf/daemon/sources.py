@@ -18,10 +18,12 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
 
 import cv2
 import numpy as np
@@ -31,6 +33,10 @@ log = logging.getLogger(__name__)
 
 class SourceError(Exception):
     """A source that cannot be opened or stopped delivering frames."""
+
+
+class Unreachable(SourceError):
+    """The camera did not answer on the network: no other way of decoding it will help."""
 
 
 class FrameSource(Protocol):
@@ -68,8 +74,10 @@ class OpenCVSource:
         open_timeout_s: float = 10.0,
         read_timeout_s: float = 5.0,
         description: str | None = None,
+        probe: str | None = None,
     ) -> None:
         self.target = target
+        self.probe = probe  # a network camera's URL, checked before OpenCV opens it
         self.backend = backend
         self.live = live
         self.realtime = realtime and not live
@@ -87,6 +95,8 @@ class OpenCVSource:
     def open(self) -> None:
         if not self.live and not Path(str(self.target)).is_file():
             raise SourceError(f"{self.description}: no such file")
+        if self.probe:
+            answers(self.probe, self.open_timeout_s, self.description)
         params: list[int] = []
         if self.backend in (cv2.CAP_FFMPEG, cv2.CAP_ANY) and isinstance(self.target, str):
             params = [
@@ -158,6 +168,39 @@ class OpenCVSource:
 
 
 _DEVICE = re.compile(r"^(/dev/video\d+|\d+)$")
+_PORTS = {"rtsp": 554, "rtsps": 322, "http": 80, "https": 443, "rtmp": 1935}
+
+
+def answers(url: str, timeout_s: float, description: str) -> None:
+    """Raise SourceError unless the camera at `url` answers within `timeout_s`: an RTSP server
+    must reply to OPTIONS, any other TCP service must accept a connection (UDP is not checked).
+
+    OpenCV opens every FFmpeg source under one process-wide lock, so a camera that accepts and
+    never answers would hold up the opening of every other camera for its whole open timeout;
+    this check waits on a plain socket instead, outside that lock.
+    """
+    parts = urlsplit(url)
+    port = parts.port or _PORTS.get(parts.scheme)
+    if not parts.hostname or port is None or parts.scheme == "udp":
+        return
+    where = f"{parts.hostname}:{port}"
+    deadline = time.monotonic() + timeout_s
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout_s) as sock:
+            if parts.scheme != "rtsp":
+                return
+            bare = parts._replace(netloc=where).geturl()  # no credentials on the wire here
+            sock.sendall(f"OPTIONS {bare} RTSP/1.0\r\nCSeq: 1\r\n\r\n".encode())
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            reply = sock.recv(64)
+    except TimeoutError:
+        raise Unreachable(
+            f"cannot open {description}: {where} did not answer within {timeout_s:g} s"
+        ) from None
+    except OSError as exc:
+        raise Unreachable(f"cannot open {description}: {where}: {exc.strerror or exc}") from None
+    if not reply.startswith(b"RTSP/"):
+        raise Unreachable(f"cannot open {description}: {where} is not an RTSP server")
 
 
 class FirstThatOpens:
@@ -175,6 +218,8 @@ class FirstThatOpens:
         for i, src in enumerate(self._sources):
             try:
                 src.open()
+            except Unreachable:
+                raise
             except SourceError as exc:
                 errors.append(str(exc))
                 if i + 1 < len(self._sources):
@@ -255,14 +300,15 @@ def make_source(
     if re.match(r"^(rtsp|rtsps|http|https|rtmp|udp|tcp)://", source):
         software = OpenCVSource(
             source, cv2.CAP_FFMPEG, live=True, open_timeout_s=open_timeout_s,
-            read_timeout_s=read_timeout_s, description=_redact(source),
+            read_timeout_s=read_timeout_s, description=_redact(source), probe=source,
         )  # fmt: skip
         rtsp = source.startswith(("rtsp://", "rtsps://"))
         if not rtsp or decoder == "software" or (decoder == "auto" and not hardware_decoder()):
             return software
         hardware = OpenCVSource(
             hardware_rtsp_pipeline(source), cv2.CAP_GSTREAMER, live=True,
-            description=f"{_redact(source)} (hardware decoder)",
+            open_timeout_s=open_timeout_s, description=f"{_redact(source)} (hardware decoder)",
+            probe=source,
         )  # fmt: skip
         return hardware if decoder == "hardware" else FirstThatOpens([hardware, software])
     if "appsink" in source or " ! " in source:
