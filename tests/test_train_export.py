@@ -137,6 +137,8 @@ def test_user_mistakes_are_one_line_errors(
     assert main(["train", "--data", str(tmp_path / "nope"), "--out", str(tmp_path)]) == 2
     with pytest.raises(UserError, match=r"--motion-init 2\.0"):
         train(_tiny(synth_small, tmp_path, motion_init=2.0))
+    with pytest.raises(UserError, match=r"--hard-negatives 1\.0"):
+        train(_tiny(synth_small, tmp_path, hard_negatives=1.0))
     with pytest.raises(UserError, match="--stem-kernel 6"):
         train(_tiny(synth_small, tmp_path, stem_kernel=6))
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
@@ -232,3 +234,62 @@ def test_validation_split_keeps_each_subject_on_one_side() -> None:
     train_clips, val_clips = split_clips(anonymous, TrainConfig(data="x"))
     assert sorted(c.label for c in val_clips) == ["fall", "sit_down", "stand_up"]
     assert len(train_clips) == 12
+
+
+class _Brightness(torch.nn.Module):
+    """Scores a window as a fall in proportion to its mean pixel value (class 0 is the fall)."""
+
+    def __init__(self, classes: int) -> None:
+        super().__init__()
+        self.classes = classes
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = torch.zeros(len(x), self.classes)
+        logits[:, 0] = 50 * x.mean(dim=(1, 2, 3))
+        return logits
+
+
+def test_hard_negatives_are_the_non_fall_windows_scored_most_like_a_fall(
+    synth_small: Path,
+) -> None:
+    from edge_hf.training.data import HyperframeDataset, WindowSpec, decode_clips, load_clips
+    from edge_hf.training.train import mine_hard_negatives
+
+    spec = WindowSpec(3, 0.1, (48, 48))
+    clips = decode_clips(load_clips(synth_small), spec.size)
+    classes = ["fall", *sorted({c.label for c in clips} - {"fall"})]
+    ds = HyperframeDataset(clips, classes, spec, train=True, samples_per_clip=4)
+    stride = 3 * 0.1
+    brightness = {
+        (ci, c): ds.plain(ci, c).mean().item()
+        for ci in range(len(clips))
+        for c in ds.grid(ci, stride)
+    }
+    falls = {ci for ci in range(len(clips)) if clips[ci].label == "fall"}
+    assert falls and len(falls) < len(clips)
+    mined = mine_hard_negatives(_Brightness(len(classes)), ds, [0], 6, torch.device("cpu"), 5)
+    assert len(mined) == 6 and len(set(mined)) == 6
+    assert not {ci for ci, _ in mined} & falls, "no window of a fall clip is a negative"
+    others = [b for w, b in brightness.items() if w not in mined and w[0] not in falls]
+    assert min(brightness[w] for w in mined) >= max(others), "the six most fall-like windows"
+    ds.set_hard(mined)
+    n = len(ds)
+    for slot, (ci, centre) in enumerate(mined):  # the last slots are the mined windows
+        x, label, clip_index = ds[n - len(mined) + slot]
+        assert clip_index == ci and label == classes.index(clips[ci].label)
+        assert x.shape == ds.plain(ci, centre).shape
+    assert {ds[i][2] for i in range(len(clips))} == set(range(len(clips))), "the rest stay random"
+    with pytest.raises(ValueError, match="no random sample"):
+        ds.set_hard(mined * n)
+
+
+def test_training_with_hard_negatives_mines_after_each_epoch_but_the_last(
+    synth_small: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="edge_hf.training.train")
+    result = train(_tiny(synth_small, tmp_path, epochs=2, hard_negatives=0.25))
+    mined = [r.getMessage() for r in caplog.records if r.getMessage().startswith("hard negatives")]
+    assert len(mined) == 1, mined
+    assert result.best_checkpoint.exists()
+    _, cfg, _ = load_checkpoint(result.best_checkpoint)
+    assert cfg.hard_negatives == 0.25, "the recipe is saved with the model"

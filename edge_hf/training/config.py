@@ -42,6 +42,9 @@ class TrainConfig:
     max_offset_steps: int = 2
     crop_scale_min: float = 0.7
     camera_aug: float = 0.0  # probability of each other-camera augmentation (scale, warp, ...)
+    # Share of each epoch's samples (from the second epoch on) drawn from the windows of
+    # non-fall clips that the model scored highest as a fall after the epoch before.
+    hard_negatives: float = 0.0
     seed: int = 0
     pretrained: str | None = None
     weights: str | None = None
@@ -90,6 +93,8 @@ class TrainConfig:
             raise UserError(f"--select {self.select!r}: choose best or last")
         if not 0.0 <= self.camera_aug <= 1.0:
             raise UserError(f"--camera-aug {self.camera_aug}: a probability in [0, 1]")
+        if not 0.0 <= self.hard_negatives < 1.0:
+            raise UserError(f"--hard-negatives {self.hard_negatives}: a share of samples in [0, 1)")
         if not 0.0 < self.crop_scale_min <= 1.0:
             raise UserError(f"--crop-scale-min {self.crop_scale_min}: must be in (0, 1]")
         for flag, value in (

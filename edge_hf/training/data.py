@@ -273,6 +273,7 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
         self.seed = seed
         self.camera_aug = camera_aug
         self.epoch = 0
+        self.hard: list[tuple[int, float]] = []  # (clip index, centre s) the last sample slots use
 
     def __len__(self) -> int:
         per_clip = self.samples_per_clip if self.train else len(EVAL_FRACTIONS)
@@ -284,6 +285,23 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
 
     def label_of(self, clip_index: int) -> int:
         return self.classes.index(self.clips[clip_index].label)
+
+    def set_hard(self, windows: Sequence[tuple[int, float]]) -> None:
+        """From now on the last len(windows) sample slots of an epoch are these windows (with the
+        usual jitter and augmentation) instead of random ones; the epoch keeps its length."""
+        if len(windows) >= len(self):
+            raise ValueError(f"{len(windows)} hard windows leave no random sample of {len(self)}")
+        self.hard = list(windows)
+
+    def grid(self, clip_index: int, stride_s: float) -> list[float]:
+        """Window centres every `stride_s` over a clip's segment."""
+        lc = self.clips[clip_index]
+        n = max(1, int((lc.hi_s - lc.lo_s) / stride_s) + 1)
+        return [lc.lo_s + i * stride_s for i in range(n)]
+
+    def plain(self, clip_index: int, centre_s: float) -> torch.Tensor:
+        """The window centred at `centre_s`, as the daemon would see it (no augmentation)."""
+        return self._stack(self.window_frames(clip_index, centre_s))
 
     def window_frames(self, clip_index: int, centre_s: float) -> list[np.ndarray]:
         """The frames of the (hyper-volume of) window(s) centred at `centre_s`, oldest first."""
@@ -301,9 +319,13 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
         else:
             clip_index, k = divmod(index, len(EVAL_FRACTIONS))
             rng = random.Random(hash((self.seed, index)))
+        hard_from = len(self) - len(self.hard)
+        if self.train and index >= hard_from:
+            clip_index, centre = self.hard[index - hard_from]
         lc = self.clips[clip_index]
         if self.train:
-            centre = rng.uniform(lc.lo_s, lc.hi_s)
+            if index < hard_from:
+                centre = rng.uniform(lc.lo_s, lc.hi_s)
             centre += (
                 rng.randint(-self.max_offset_steps, self.max_offset_steps) * self.spec.interval_s
             )

@@ -195,6 +195,52 @@ def _run_epoch(
     return total / max(1, n)
 
 
+def alarm_classes(cfg: TrainConfig, classes: Sequence[str]) -> list[int]:
+    """Indices of the classes that raise an alarm: the fall class and, if set, the down class."""
+    return [classes.index(c) for c in (cfg.fall_class, cfg.down_class) if c in classes]
+
+
+@torch.no_grad()
+def mine_hard_negatives(
+    model: nn.Module,
+    ds: HyperframeDataset,
+    alarm: Sequence[int],
+    count: int,
+    device: torch.device,
+    batch_size: int = 64,
+) -> list[tuple[int, float]]:
+    """The `count` windows of non-alarm clips that `model` scores highest as an alarm (the sum
+    of the alarm classes' probabilities), on a grid of one window span; the most confusing
+    daily activity is what the next epoch sees more of. Fewer candidates than `count`: repeated."""
+    from tqdm import tqdm
+
+    stride = ds.spec.window * ds.spec.interval_s
+    candidates = [
+        (ci, c)
+        for ci in range(len(ds.clips))
+        if ds.label_of(ci) not in alarm
+        for c in ds.grid(ci, stride)
+    ]
+    if not candidates or count <= 0:
+        return []
+    model.eval()
+    scores: list[torch.Tensor] = []
+    for i in tqdm(range(0, len(candidates), batch_size), desc="mining", unit="batch", leave=False):
+        x = torch.stack([ds.plain(ci, c) for ci, c in candidates[i : i + batch_size]])
+        p = model(x.to(device)).float().softmax(1)
+        scores.append(p[:, list(alarm)].sum(1).cpu())
+    score = torch.cat(scores)
+    order = score.argsort(descending=True).tolist()
+    top = [candidates[i] for i in order[:count]]
+    top = (top * (count // len(top) + 1))[:count]
+    kept = score[order[: min(count, len(order))]]
+    log.info(
+        "hard negatives: %d windows of %d scored %.2f-%.2f as a fall (%d clips)",
+        len(top), len(candidates), kept.min().item(), kept.max().item(), len({ci for ci, _ in top}),
+    )  # fmt: skip
+    return top
+
+
 @dataclass
 class TrainResult:
     """Where the best checkpoint is and how it scored on the validation clips."""
@@ -296,6 +342,12 @@ def train(cfg: TrainConfig) -> TrainResult:
             report["fall_f1"],
             row["seconds"],
         )
+        if cfg.hard_negatives and epoch < cfg.epochs:
+            count = round(cfg.hard_negatives * len(train_ds))
+            mined = mine_hard_negatives(
+                model, train_ds, alarm_classes(cfg, classes), count, device, cfg.batch_size
+            )
+            train_ds.set_hard(mined)
         save_checkpoint(out / "last.pt", model, cfg, classes, epoch=epoch, report=report)
         # "last" is for runs whose validation set is the test set: watched, never chosen by.
         better = (report["fall_f1"], -pred.loss) > (best[0], -best[1])
