@@ -79,83 +79,46 @@ class Variant:
     resize: str = "area"
 
 
+THREE_STATE = Variant("efficientnet_lite0", 3, "imagenet", three_state=True, confirm_s=2.0)
+
+
+def _operating_points(name: str, recipe: Variant) -> dict[str, Variant]:
+    """A three-state row at threshold 0.5 / confirm 2 s, and its fold models at 0.4 / 1 s."""
+    first = f"{name}, confirm 2 s"
+    return {
+        first: recipe,
+        f"{name} @0.4, confirm 1 s": replace(recipe, threshold=0.4, confirm_s=1.0, models=first),
+    }
+
+
 VARIANTS: dict[str, Variant] = {
     "lite0 T=3 ImageNet": Variant("efficientnet_lite0", 3, "imagenet"),
     "lite0 T=3 scratch": Variant("efficientnet_lite0", 3, None),
     "lite0 T=1 ImageNet": Variant("efficientnet_lite0", 1, "imagenet"),
     "lite0 T=5 ImageNet": Variant("efficientnet_lite0", 5, "imagenet"),
     "lite0 T=3 ImageNet time-shuffled": Variant("efficientnet_lite0", 3, "imagenet", True),
-    "lite0 T=3 ImageNet falling+down, confirm 2 s": Variant(
-        "efficientnet_lite0", 3, "imagenet", three_state=True, confirm_s=2.0
-    ),
-    # The same fold models at the operating point read off seed 0's replays (so seed 0 of this
-    # row is optimistic; seeds 1 and 2 are the check).
-    "lite0 T=3 ImageNet falling+down @0.4, confirm 1 s": Variant(
-        "efficientnet_lite0",
-        3,
-        "imagenet",
-        three_state=True,
-        threshold=0.4,
-        confirm_s=1.0,
-        models="lite0 T=3 ImageNet falling+down, confirm 2 s",
-    ),
+    # 0.4 / 1 s was read off seed 0's replays (so seed 0 of that row is optimistic; seeds 1 and
+    # 2 are the check); every later row's two operating points were fixed before it ran.
+    **_operating_points("lite0 T=3 ImageNet falling+down", THREE_STATE),
     "lite0 T=3 ImageNet @0.9": Variant(
         "efficientnet_lite0", 3, "imagenet", threshold=0.9, models="lite0 T=3 ImageNet"
     ),
     # Twice the windows per clip and more epochs: is the three-state model under-trained on
-    # "down" (its misses are descents seen at 0.9 that were never confirmed)? Both operating
-    # points fixed before any of its seeds ran.
-    "lite0 T=3 ImageNet falling+down, 2x training, confirm 2 s": Variant(
-        "efficientnet_lite0",
-        3,
-        "imagenet",
-        three_state=True,
-        confirm_s=2.0,
-        epochs=8,
-        samples_per_clip=12,
+    # "down" (its misses are descents seen at 0.9 that were never confirmed)?
+    **_operating_points(
+        "lite0 T=3 ImageNet falling+down, 2x training",
+        replace(THREE_STATE, epochs=8, samples_per_clip=12),
     ),
-    "lite0 T=3 ImageNet falling+down, 2x training @0.4, confirm 1 s": Variant(
-        "efficientnet_lite0",
-        3,
-        "imagenet",
-        three_state=True,
-        threshold=0.4,
-        confirm_s=1.0,
-        epochs=8,
-        samples_per_clip=12,
-        models="lite0 T=3 ImageNet falling+down, 2x training, confirm 2 s",
-    ),
-    # A quarter of each epoch's windows from the daily activity (and pre-fall) windows the model
-    # scored most like a fall or a person down after the epoch before. Both operating points
-    # are the plain three-state rows', fixed before it ran.
     # A person lying on the floor of a 1280x720 room is a sliver a dozen pixels tall at 112x112:
     # the fold models miss S1's falls because they never call that person "down" (P(down) about
-    # 0.1 on the floor after the fall). Same recipe at 160x160 (twice the pixels).
-    "lite0 T=3 ImageNet falling+down 160px, confirm 2 s": Variant(
-        "efficientnet_lite0", 3, "imagenet", three_state=True, confirm_s=2.0, input_size=160
+    # 0.1 on the floor after the fall). The same recipe at 160x160 (twice the pixels).
+    **_operating_points(
+        "lite0 T=3 ImageNet falling+down 160px", replace(THREE_STATE, input_size=160)
     ),
-    "lite0 T=3 ImageNet falling+down 160px @0.4, confirm 1 s": Variant(
-        "efficientnet_lite0",
-        3,
-        "imagenet",
-        three_state=True,
-        threshold=0.4,
-        confirm_s=1.0,
-        input_size=160,
-        models="lite0 T=3 ImageNet falling+down 160px, confirm 2 s",
-    ),
-    "lite0 T=3 ImageNet falling+down, hard negatives, confirm 2 s": Variant(
-        "efficientnet_lite0", 3, "imagenet", three_state=True, confirm_s=2.0, hard_negatives=0.25
-    ),
-    "lite0 T=3 ImageNet falling+down, hard negatives @0.4, confirm 1 s": Variant(
-        "efficientnet_lite0",
-        3,
-        "imagenet",
-        three_state=True,
-        threshold=0.4,
-        confirm_s=1.0,
-        hard_negatives=0.25,
-        models="lite0 T=3 ImageNet falling+down, hard negatives, confirm 2 s",
+    # A quarter of each epoch's windows from the daily-activity (and pre-fall) windows the model
+    # scored most like a fall or a person down after the epoch before.
+    **_operating_points(
+        "lite0 T=3 ImageNet falling+down, hard negatives", replace(THREE_STATE, hard_negatives=0.25)
     ),
 }
 GMDCSA_DESCENT_S = 1.5  # GMDCSA24's fall segments include the lying: the descent is taken as
