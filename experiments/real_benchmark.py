@@ -74,6 +74,7 @@ class Variant:
     epochs: int | None = None
     samples_per_clip: int | None = None
     hard_negatives: float = 0.0  # TrainConfig.hard_negatives
+    backbone_lr: float = 1.0  # TrainConfig.backbone_lr
     # Every row so far was trained with INTER_AREA ("area", the shipped model's rule); the
     # daemon runs each model with the rule recorded in it.
     resize: str = "area"
@@ -119,6 +120,11 @@ VARIANTS: dict[str, Variant] = {
     # scored most like a fall or a person down after the epoch before.
     **_operating_points(
         "lite0 T=3 ImageNet falling+down, hard negatives", replace(THREE_STATE, hard_negatives=0.25)
+    ),
+    # The pretrained layers at a tenth of the head's learning rate: fine-tuning every layer at
+    # full rate on a few rooms may trade ImageNet's general features for those rooms' look.
+    **_operating_points(
+        "lite0 T=3 ImageNet falling+down, backbone lr 0.1", replace(THREE_STATE, backbone_lr=0.1)
     ),
 }
 GMDCSA_DESCENT_S = 1.5  # GMDCSA24's fall segments include the lying: the descent is taken as
@@ -379,6 +385,7 @@ def _train_and_export(
         epochs=variant.epochs or a.epochs,
         samples_per_clip=variant.samples_per_clip or a.samples_per_clip,
         hard_negatives=variant.hard_negatives,
+        backbone_lr=variant.backbone_lr,
         resize=variant.resize,
         **states,  # type: ignore[arg-type]
     )

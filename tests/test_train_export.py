@@ -293,3 +293,27 @@ def test_training_with_hard_negatives_mines_after_each_epoch_but_the_last(
     assert result.best_checkpoint.exists()
     _, cfg, _ = load_checkpoint(result.best_checkpoint)
     assert cfg.hard_negatives == 0.25, "the recipe is saved with the model"
+
+
+def test_backbone_lr_share_zero_trains_the_head_alone(synth_small: Path, tmp_path: Path) -> None:
+    from edge_hf.training.train import param_groups
+
+    model = build_model("mobilenet_v3_small", 3, 4, pretrained=None)
+    groups = param_groups(model, 4, 1e-3, 0.0)
+    assert [g["lr"] for g in groups] == [1e-3, 0.0]
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+    head = model.classifier[-1]
+    assert {id(p) for p in groups[0]["params"]} == {id(p) for p in head.parameters()}
+    before = {k: v.clone() for k, v in model.named_parameters()}
+    opt = torch.optim.AdamW(groups, weight_decay=0.1)
+    model.train()
+    loss = model(torch.randn(4, 9, 64, 64)).logsumexp(1).mean()
+    loss.backward()
+    opt.step()
+    moved = {k for k, v in model.named_parameters() if not torch.equal(v, before[k])}
+    assert moved == {"classifier.3.weight", "classifier.3.bias"}, moved
+    run = train(_tiny(synth_small, tmp_path, epochs=1, backbone_lr=0.5))
+    _, cfg, _ = load_checkpoint(run.best_checkpoint)
+    assert cfg.backbone_lr == 0.5
+    with pytest.raises(UserError, match=r"--backbone-lr 2\.0"):
+        train(_tiny(synth_small, tmp_path, backbone_lr=2.0))

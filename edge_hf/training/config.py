@@ -36,6 +36,9 @@ class TrainConfig:
     epochs: int = 10
     batch_size: int = 32
     lr: float = 1e-3
+    # The pretrained layers' learning rate as a share of lr (the new head always learns at lr):
+    # below 1 keeps more of what ImageNet taught them; 0 trains the head alone.
+    backbone_lr: float = 1.0
     weight_decay: float = 1e-4
     label_smoothing: float = 0.05
     samples_per_clip: int = 4
@@ -93,6 +96,8 @@ class TrainConfig:
             raise UserError(f"--select {self.select!r}: choose best or last")
         if not 0.0 <= self.camera_aug <= 1.0:
             raise UserError(f"--camera-aug {self.camera_aug}: a probability in [0, 1]")
+        if not 0.0 <= self.backbone_lr <= 1.0:
+            raise UserError(f"--backbone-lr {self.backbone_lr}: a share of --lr in [0, 1]")
         if not 0.0 <= self.hard_negatives < 1.0:
             raise UserError(f"--hard-negatives {self.hard_negatives}: a share of samples in [0, 1)")
         if not 0.0 < self.crop_scale_min <= 1.0:

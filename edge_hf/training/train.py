@@ -195,6 +195,23 @@ def _run_epoch(
     return total / max(1, n)
 
 
+def param_groups(
+    model: nn.Module, num_classes: int, lr: float, backbone_share: float
+) -> list[dict[str, Any]]:
+    """The new head (every Linear layer with one output per class) at `lr`, the rest at
+    `lr * backbone_share`."""
+    head = [
+        p
+        for m in model.modules()
+        if isinstance(m, nn.Linear) and m.out_features == num_classes
+        for p in m.parameters()
+    ]
+    ids = {id(p) for p in head}
+    rest = [p for p in model.parameters() if id(p) not in ids]
+    groups = [{"params": head, "lr": lr}, {"params": rest, "lr": lr * backbone_share}]
+    return [g for g in groups if g["params"]]
+
+
 def alarm_classes(cfg: TrainConfig, classes: Sequence[str]) -> list[int]:
     """Indices of the classes that raise an alarm: the fall class and, if set, the down class."""
     return [classes.index(c) for c in (cfg.fall_class, cfg.down_class) if c in classes]
@@ -297,10 +314,11 @@ def train(cfg: TrainConfig) -> TrainResult:
     if cfg.init_from:
         _init_from_checkpoint(model, Path(cfg.init_from), cfg)
     model.to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    groups = param_groups(model, len(classes), cfg.lr, cfg.backbone_lr)
+    opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
     steps = max(1, cfg.epochs * len(loader))
     sched = torch.optim.lr_scheduler.OneCycleLR(
-        opt, max_lr=cfg.lr, total_steps=steps, pct_start=0.15
+        opt, max_lr=[g["lr"] for g in groups], total_steps=steps, pct_start=0.15
     )
     loss_fn = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
     log.info(
