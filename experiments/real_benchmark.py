@@ -481,6 +481,43 @@ def table(runs: dict[str, Any], rows: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot_tradeoff(runs: dict[str, Any], rows: list[str], path: Path) -> None:
+    """Falls detected against daily-activity clips with a false event, one point per row (mean,
+    with the sd over seeds as bars), and the goal corner of #15 shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 6))
+    n_falls, n_adl = 16, 27
+    ax.add_patch(plt.Rectangle((-0.5, 14.5), 1.5, 2.0, color="tab:green", alpha=0.15))
+    ax.text(0.1, 15.6, "goal", color="tab:green")
+    for i, name in enumerate(rows):
+        rs = [r for r in runs.values() if r["variant"] == name]
+        if not rs:
+            continue
+        n_falls, n_adl = rs[0]["falls"], rs[0]["adl_clips"]
+        xs = [r["adl_clips_with_event"] for r in rs]
+        ys = [r["falls_detected"] for r in rs]
+        sd = lambda v: statistics.stdev(v) if len(v) > 1 else 0.0  # noqa: E731
+        ax.errorbar(
+            statistics.mean(xs), statistics.mean(ys), xerr=sd(xs), yerr=sd(ys), linestyle="none",
+            capsize=3, color=f"C{i % 10}", marker="os^Dv<>ph*"[i // 10 % 10],
+            label=f"{name} ({len(rs)} seed{'s' * (len(rs) > 1)})",
+        )  # fmt: skip
+    ax.set_xlim(-0.5, n_adl + 0.5)
+    ax.set_ylim(-0.5, n_falls + 0.5)
+    ax.set_xlabel(f"daily-activity clips with a false event (of {n_adl})")
+    ax.set_ylabel(f"falls detected (of {n_falls})")
+    ax.set_title("Real footage, leave one room out (mean ± sd over seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--gmdcsa", default=str(GMDCSA))
@@ -516,6 +553,7 @@ def main() -> None:
         runs_file.write_text(json.dumps(runs, indent=1))
         rows = [SHIPPED_ROW, *VARIANTS]
         (out / "results.md").write_text(table(runs, rows))
+        plot_tradeoff(runs, rows, out / "tradeoff.png")
         print(table(runs, rows), flush=True)
 
     if a.final:
