@@ -172,7 +172,7 @@ _PORTS = {"rtsp": 554, "rtsps": 322, "http": 80, "https": 443, "rtmp": 1935}
 
 
 def answers(url: str, timeout_s: float, description: str) -> None:
-    """Raise SourceError unless the camera at `url` answers within `timeout_s`: an RTSP server
+    """Raise Unreachable unless the camera at `url` answers within `timeout_s`: an RTSP server
     must reply to OPTIONS, any other TCP service must accept a connection (UDP is not checked).
 
     OpenCV opens every FFmpeg source under one process-wide lock, so a camera that accepts and

@@ -296,7 +296,9 @@ def train(cfg: TrainConfig) -> TrainResult:
         shuffle=True,
         num_workers=cfg.workers,
         drop_last=len(train_ds) > cfg.batch_size,
-        persistent_workers=cfg.workers > 0,
+        # Workers start afresh each epoch: a persistent worker keeps its copy of the dataset,
+        # and would never see the epoch (random draws) or the hard negatives set after it.
+        persistent_workers=False,
         generator=torch.Generator().manual_seed(cfg.seed),
     )
     model = build_model(
