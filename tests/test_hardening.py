@@ -532,6 +532,8 @@ def test_the_network_check_tells_refused_silent_and_answering_cameras_apart() ->
     closed = socket.create_server(("127.0.0.1", 0))
     port = closed.getsockname()[1]
     closed.close()
+    with pytest.raises(Unreachable, match="port in the URL is not a number"):
+        answers("rtsp://127.0.0.1:55a/x", 2, "cam")
     with pytest.raises(Unreachable, match=f"127.0.0.1:{port}: Connection refused"):
         answers(f"rtsp://127.0.0.1:{port}/x", 2, "cam")
     server = socket.create_server(("127.0.0.1", 0))

@@ -180,7 +180,12 @@ def answers(url: str, timeout_s: float, description: str) -> None:
     this check waits on a plain socket instead, outside that lock.
     """
     parts = urlsplit(url)
-    port = parts.port or _PORTS.get(parts.scheme)
+    try:
+        port = parts.port or _PORTS.get(parts.scheme)
+    except ValueError:  # "rtsp://cam:55a/": a typo in the config, not a camera that is down
+        raise Unreachable(
+            f"cannot open {description}: the port in the URL is not a number"
+        ) from None
     if not parts.hostname or port is None or parts.scheme == "udp":
         return
     where = f"{parts.hostname}:{port}"
