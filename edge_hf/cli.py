@@ -127,7 +127,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     path = Path(args.config)
     cfg = load_config(path)
     video = Path(args.video) if args.video else None
-    result = calibrate(cfg, args.camera, video, args.minutes or 0.0, args.margin)
+    result = calibrate(cfg, args.camera, video, args.minutes or 0.0, args.margin, args.allow_lower)
     print(result.report())
     if args.write:
         write_threshold(path, args.camera, result.threshold)
@@ -351,6 +351,12 @@ def _daemon_commands(
     p.add_argument("--minutes", type=float, help="or watch the live camera this long")
     p.add_argument("--margin", type=float, default=0.05, help="added to the peak (probability)")
     p.add_argument("--write", action="store_true", help="write cameras[].threshold into the file")
+    p.add_argument(
+        "--allow-lower",
+        action="store_true",
+        help="allow a threshold below the model's operating point (normal activity alone does "
+        "not show how falls score)",
+    )
     p.set_defaults(func=_cmd_calibrate)
 
     p = sub.add_parser(

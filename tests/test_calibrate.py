@@ -9,13 +9,15 @@ from pathlib import Path
 import pytest
 
 from edge_hf.daemon.app import build_pipeline
-from edge_hf.daemon.calibrate import calibrate, smoothed_peak, write_threshold
+from edge_hf.daemon.calibrate import calibrate, quiet_point, smoothed_peak, write_threshold
 from edge_hf.daemon.config import DetectionConfig, load_config
+from edge_hf.daemon.events import FallDetector, ModelInfo
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_demo_clips
 from tests.conftest import SHARED_DATA, SHIPPED_MODEL
 
 VTEST = SHARED_DATA / "capture" / "vtest.avi"
+REAL_MODEL = SHIPPED_MODEL.parent / "fall-real-efficientnet_lite0-t3.onnx"
 pytestmark = pytest.mark.skipif(
     not (VTEST.exists() and SHIPPED_MODEL.exists()), reason="needs ../shared/data and the model"
 )
@@ -28,11 +30,46 @@ def test_smoothed_peak_is_the_boundary_of_k_of_n() -> None:
     assert smoothed_peak([0.2, 0.6, 0.4], DetectionConfig(smoothing="median", n=3)) == 0.4
 
 
-def _config(tmp_path: Path, threshold: float | None = None) -> Path:
+def _trace(down: bool) -> list[tuple[float, float, float | None]]:
+    """10 Hz: a jump (P(falling) 0.9 for 3 windows, then up again), then someone lying down on a
+    bed (0.7 for 3 windows, then P(down) 0.9 for 3 s)."""
+    fall = [0.1] * 20 + [0.9] * 3 + [0.1] * 77 + [0.7] * 3 + [0.05] * 30 + [0.1] * 10
+    lying = [0.05] * 103 + [0.9] * 30 + [0.05] * 10
+    return [
+        (i / 10, f, d if down else None) for i, (f, d) in enumerate(zip(fall, lying, strict=True))
+    ]
+
+
+@pytest.mark.parametrize("three_state", [True, False])
+def test_the_quiet_point_is_where_the_detector_itself_goes_silent(three_state: bool) -> None:
+    cfg = DetectionConfig(confirm_s=1.0, latch=False)
+    detector = FallDetector("hall", "box", cfg, 0.5, ModelInfo("m", 3, 100.0))
+    trace = _trace(three_state)
+
+    def starts(threshold: float) -> int:
+        d = FallDetector("hall", "box", cfg, threshold, ModelInfo("m", 3, 100.0))
+        return sum(e.type == "start" for t, s, dn in trace for e in d.update(s, t, None, dn))
+
+    quiet = quiet_point(trace, detector)
+    assert quiet is not None
+    # The jump is never confirmed by a three-state model (the person got up), so only the lying
+    # down counts; a two-class model alarms on the jump itself: the smoothed peak.
+    assert quiet == pytest.approx(0.7 if three_state else 0.9)
+    assert smoothed_peak([s for _, s, _ in trace], cfg) == pytest.approx(0.9)
+    assert starts(quiet) >= 1 and starts(quiet + 1e-3) == 0
+    assert quiet_point(trace, detector, lowest=0.95) is None, "nothing raised at or above lowest"
+
+
+def _config(
+    tmp_path: Path,
+    threshold: float | None = None,
+    model: Path = SHIPPED_MODEL,
+    extra_model: str = "",
+) -> Path:
     path = tmp_path / "c.yaml"
     extra = f"\n    threshold: {threshold}" if threshold is not None else ""
     path.write_text(
-        f"device_id: box\nmodel:\n  path: {SHIPPED_MODEL}\n  providers: [cpu]\ncameras:\n"
+        f"device_id: box\nmodel:\n  path: {model}\n  providers: [cpu]{extra_model}\ncameras:\n"
         f"  - name: street  # pedestrians\n    source: /dev/video9{extra}\n"
         f"  - name: hall\n    source: /dev/video8\nstate_dir: {tmp_path / 'state'}\n"
     )
@@ -59,7 +96,8 @@ def test_the_calibrated_threshold_keeps_the_site_quiet_and_is_tight(tmp_path: Pa
     assert load_config(config).cameras[1].threshold is None
     assert _events(config, VTEST) == 0, "normal activity raises nothing at the new threshold"
     # Tight: just under it, the same recording raises an event again.
-    write_threshold(config, "street", result.trigger - 0.002)
+    assert result.quiet is not None
+    write_threshold(config, "street", result.quiet - 0.002)
     assert _events(config, VTEST) >= 1
     # A fall still raises an event exactly when it scores above the calibrated threshold.
     write_threshold(config, "street", result.threshold + 0.001)
@@ -72,6 +110,18 @@ def test_the_calibrated_threshold_keeps_the_site_quiet_and_is_tight(tmp_path: Pa
     p.replay()
     fall_peak = smoothed_peak(list(p.cameras[0].scores), cfg.detection)
     assert (_events(config, fall) >= 1) == (fall_peak >= cfg.cameras[0].threshold)
+
+
+def test_calibration_does_not_go_below_the_models_operating_point_unless_asked(
+    tmp_path: Path,
+) -> None:
+    config = load_config(_config(tmp_path, model=REAL_MODEL, extra_model="\n  threshold: 0.95"))
+    lower = calibrate(config, "street", VTEST, 0.0, margin=0.02, allow_lower=True)
+    assert lower.floor == 0.0 and lower.threshold == pytest.approx(lower.quiet + 0.02)
+    assert 0.3 < lower.threshold < 0.95, "these pedestrians are quiet well below 0.95"
+    kept = calibrate(config, "street", VTEST, 0.0, margin=0.02)
+    assert kept.floor == 0.95 and kept.threshold == 0.95 and kept.quiet is None
+    assert "the model's operating point" in kept.report()
 
 
 def test_calibrate_cli_prints_the_distribution_and_refuses_mistakes(tmp_path: Path) -> None:

@@ -2,15 +2,21 @@
 no fall event, with a stated margin.
 
 The camera's own pipeline (source, crop, model, detection settings) runs over a recording of
-normal activity at the site (or the live camera for some minutes). For `k_of_n` smoothing an event
-starts when k of the last n window scores reach the threshold, so the quietest threshold that
-stays silent is just above the highest k-th largest score of any n consecutive windows (`median`:
-the highest median of n). Adding the margin to that gives `cameras[].threshold`.
+normal activity at the site (or the live camera for some minutes), and the camera's detector is fed
+the recorded window scores again at one threshold after another, from the top down, until one
+raises an event: any threshold above that one (the *quiet point*) keeps this recording silent.
+With a two-class model that is the smoothed peak (for `k_of_n`, the highest k-th largest score of
+any n consecutive windows); with a three-state model and `confirm_s` it can be lower, since a
+descent after which the person did not stay down raises nothing. The quiet point plus the margin
+gives `cameras[].threshold`, never below the model's own operating point unless asked: a recording
+of normal activity shows where the site would false-alarm, not how its falls would score.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import re
 import shutil
 import threading
@@ -22,8 +28,9 @@ import numpy as np
 
 from edge_hf.core.errors import UserError
 from edge_hf.core.video import VideoError
-from edge_hf.daemon.app import build_pipeline
+from edge_hf.daemon.app import build_pipeline, operating_point
 from edge_hf.daemon.config import Config, DetectionConfig, ensure_state_dir, load_config
+from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.daemon.sources import SourceError
 
@@ -41,8 +48,12 @@ class Calibration:
     p90: float
     p99: float
     max: float
-    trigger: float  # the smoothed score normal activity reached: any threshold above stays quiet
+    trigger: float  # the smoothed score normal activity reached
+    # The highest threshold that raised an event here (any threshold above is quiet); None: none
+    # at or above floor - margin did.
+    quiet: float | None
     margin: float
+    floor: float  # the model's operating point (the threshold is not set below it), or 0
     threshold: float
     events_at_current: int  # fall events the current threshold raised on this recording
     current: float  # the threshold the camera runs at now (its own, the config's or the model's)
@@ -51,35 +62,71 @@ class Calibration:
         return (
             f"{self.camera}: {self.windows} windows of normal activity; fall probability p50 "
             f"{self.p50:.3f}, p90 {self.p90:.3f}, p99 {self.p99:.3f}, max {self.max:.3f}; "
-            f"smoothed peak {self.trigger:.3f}; threshold {self.current:g} raised "
-            f"{self.events_at_current} event(s); suggested threshold {self.threshold:.3f} "
-            f"(peak + margin {self.margin:g})" + self._warning()
+            f"smoothed peak {self.trigger:.3f}; {self._quiet()}; threshold "
+            f"{self.current:g} raised {self.events_at_current} event(s); suggested threshold "
+            f"{self.threshold:.3f} ({self._rule()})" + self._warning()
         )
 
+    def _quiet(self) -> str:
+        if self.quiet is None:
+            return f"no event at any threshold from {self.floor - self.margin:.3f} up"
+        return f"quiet above {self.quiet:.3f}"
+
+    def _rule(self) -> str:
+        if self.quiet is not None and self.quiet + self.margin >= self.floor:
+            return f"quiet point + margin {self.margin:g}"
+        return f"the model's operating point; quiet point + margin {self.margin:g} is lower"
+
     def _warning(self) -> str:
-        if self.trigger + self.margin <= MAX_THRESHOLD - 0.05:
+        if self.quiet is None or self.quiet + self.margin <= MAX_THRESHOLD - 0.05:
             return ""
         return (
-            f". WARNING: normal activity here scores like a fall ({self.trigger:.3f}): at "
+            f". WARNING: normal activity here scores like a fall ({self.quiet:.3f}): at "
             f"{self.threshold:.3f} falls that score lower are missed; check the camera's view "
             "and crop, or use a model trained for such scenes"
         )
 
 
-def smoothed_peak(scores: Sequence[float], detection: DetectionConfig) -> float:
-    """The highest value the detector's smoothing reaches over `scores` (0 if too few)."""
-    n = detection.n
-    if len(scores) < (n if detection.smoothing == "median" else detection.k):
-        return 0.0
-    peak = 0.0
+def smoothed_levels(scores: Sequence[float], detection: DetectionConfig) -> list[float]:
+    """Per window, the highest threshold at which the detector's smoothing is met there."""
+    n, levels = detection.n, []
     for i in range(len(scores)):
         recent = sorted(scores[max(0, i - n + 1) : i + 1], reverse=True)
         if detection.smoothing == "median":
-            value = float(np.median(recent)) if len(recent) == n else 0.0
+            levels.append(float(np.median(recent)) if len(recent) == n else 0.0)
         else:
-            value = recent[detection.k - 1] if len(recent) >= detection.k else 0.0
-        peak = max(peak, value)
-    return peak
+            levels.append(recent[detection.k - 1] if len(recent) >= detection.k else 0.0)
+    return levels
+
+
+def smoothed_peak(scores: Sequence[float], detection: DetectionConfig) -> float:
+    """The highest value the detector's smoothing reaches over `scores` (0 if too few)."""
+    return max(smoothed_levels(scores, detection), default=0.0)
+
+
+Trace = Sequence[tuple[float, float, "float | None"]]  # (t, fall probability, down probability)
+
+
+def quiet_point(trace: Trace, detector: FallDetector, lowest: float = 0.0) -> float | None:
+    """The highest threshold at which a detector set up like `detector` raises an event over
+    `trace` (what it was fed), scanned from the top down to `lowest`; None if none does. Any
+    threshold above the value returned keeps the recording silent."""
+    scores = [s for _, s, _ in trace]
+    # The start condition changes only at these values (rounded down: still met at each).
+    levels = {math.floor(v * 1e4) / 1e4 for v in smoothed_levels(scores, detector.cfg)}
+    cfg = detector.cfg.model_copy(update={"snapshot": False})
+    events_log = logging.getLogger(FallDetector.__module__)
+    quiet_log = contextlib.ExitStack()
+    if events_log.getEffectiveLevel() < logging.WARNING:  # one line per start per try otherwise
+        level = events_log.level
+        events_log.setLevel(logging.WARNING)
+        quiet_log.callback(events_log.setLevel, level)
+    with quiet_log:
+        for threshold in sorted((v for v in levels if v >= lowest and v > 0), reverse=True):
+            probe = FallDetector(detector.camera, "calibrate", cfg, threshold, detector.model)
+            if any(probe.update(s, t, None, down) for t, s, down in trace):
+                return threshold
+    return None
 
 
 def _one_camera(cfg: Config, camera: str, video: Path | None) -> Config:
@@ -96,15 +143,23 @@ def _one_camera(cfg: Config, camera: str, video: Path | None) -> Config:
 
 
 def calibrate(
-    cfg: Config, camera: str, video: Path | None, minutes: float, margin: float
+    cfg: Config,
+    camera: str,
+    video: Path | None,
+    minutes: float,
+    margin: float,
+    allow_lower: bool = False,
 ) -> Calibration:
-    """Run the camera's pipeline over normal activity and derive its threshold."""
+    """Run the camera's pipeline over normal activity and derive its threshold (not below the
+    model's operating point unless `allow_lower`)."""
     if not 0.0 <= margin < 0.5:
         raise UserError(f"--margin {margin:g}: a probability margin in [0, 0.5)")
     one = _one_camera(cfg, camera, video)
     ensure_state_dir(one)
     sink = RecordingSink()
     pipeline = build_pipeline(one, sink, "calibrate", score_history=None)
+    detector = pipeline.cameras[0].detector
+    detector.trace = []
     if video is not None:
         try:
             pipeline.replay()
@@ -124,7 +179,8 @@ def calibrate(
     detection = one.detection_for(one.cameras[0])
     if len(scores) < detection.n:
         raise UserError(f"{camera}: only {len(scores)} windows came out; give a longer recording")
-    trigger = smoothed_peak(scores, detection)
+    floor = 0.0 if allow_lower else operating_point(one, pipeline.classifier.contract, detection)[0]
+    quiet = quiet_point(detector.trace, detector, lowest=floor - margin)
     q = np.percentile(scores, [50, 90, 99])
     return Calibration(
         camera=camera,
@@ -133,11 +189,13 @@ def calibrate(
         p90=float(q[1]),
         p99=float(q[2]),
         max=float(max(scores)),
-        trigger=trigger,
+        trigger=smoothed_peak(scores, detection),
+        quiet=quiet,
         margin=margin,
-        threshold=min(MAX_THRESHOLD, trigger + margin),
+        floor=floor,
+        threshold=floor if quiet is None else min(MAX_THRESHOLD, max(floor, quiet + margin)),
         events_at_current=sum(e.type == "start" for e in sink.events),
-        current=pipeline.cameras[0].detector.threshold,
+        current=detector.threshold,
     )
 
 

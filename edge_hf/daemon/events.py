@@ -153,6 +153,8 @@ class FallDetector:
         self._cooldown_until = float("-inf")
         self.last_score = 0.0
         self.counts = DetectorCounts()
+        # (t, fall, down) of every window fed, when a caller asks for it (`edge-hf calibrate`).
+        self.trace: list[tuple[float, float, float | None]] | None = None
 
     def _smoothed_above(self) -> bool:
         if self.cfg.smoothing == "median":
@@ -175,6 +177,8 @@ class FallDetector:
         model saw it (RGB); `evidence` the same moment at camera resolution (BGR), if kept."""
         self.last_score = score
         self._recent.append(score)
+        if self.trace is not None:
+            self.trace.append((t, score, down))
         ev = self._open
         if ev is None:
             if self._candidate is not None:
