@@ -1,0 +1,54 @@
+"""The real-footage benchmark's per-site calibration never calibrates a camera on its own clip."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edge_hf.daemon.config import DetectionConfig
+from edge_hf.daemon.events import FallDetector, ModelInfo
+from experiments import real_benchmark as rb
+
+
+def _replayed(name: str, peaks: list[tuple[float, float]]) -> dict[str, Any]:
+    """A camera whose detector was fed 10 Hz windows at 0.1, with each (time s, score) of `peaks`
+    held for three windows (a two-class model: its quiet point is that score)."""
+    det = FallDetector(name, "bench", DetectionConfig(), 0.5, ModelInfo("m", 3, 100.0))
+    det.trace = []
+    for i in range(600):
+        t = i / 10
+        high = [s for at, s in peaks if at <= t < at + 0.3]
+        det.trace.append((t, max(high, default=0.1), None))
+    return {"detector": det}
+
+
+def _item(clip: str, label: str, start_s: float | None = None) -> rb.Item:
+    return rb.Item("A", clip, Path(f"{clip}.mp4"), label, 10.0, start_s, None, "")
+
+
+def test_each_camera_is_calibrated_on_the_rooms_other_clips_of_its_view() -> None:
+    walk, sit = _item("walk", "adl"), _item("sit", "adl")
+    fall, still = _item("fall", "fall", start_s=5.0), _item("still", "lying_still")
+    items = [walk, walk, sit, fall, still]  # walk seen by two views, the rest by view 1
+    peaks = {
+        "A_walk_v1": [(2.0, 0.8)],
+        "A_walk_v2": [(2.0, 0.97)],  # another view: calibrates nobody of view 1
+        "A_sit_v1": [(2.0, 0.6)],
+        "A_fall_v1": [(1.0, 0.7), (5.0, 0.99)],  # normal activity before the fall, then the fall
+        "A_still_v1": [(1.0, 0.95)],  # a person on the floor is not used as normal activity
+        "vtest": [(10.0, 0.55), (50.0, 0.9)],  # calibrated on its first 40 s only
+    }
+    replayed = {name: _replayed(name, p) for name, p in peaks.items()}
+
+    got = rb.site_thresholds(items, replayed, floor=0.5)
+
+    margin = rb.CALIBRATION_MARGIN
+    assert got["A_walk_v1"] == pytest.approx(0.7 + margin), "sit and the fall's first 4 s"
+    assert got["A_sit_v1"] == pytest.approx(0.8 + margin)
+    assert got["A_fall_v1"] == pytest.approx(0.8 + margin), "never the fall clip itself"
+    assert got["A_still_v1"] == pytest.approx(0.8 + margin)
+    assert got["A_walk_v2"] == 0.5, "no other clip of view 2: the operating point"
+    assert got["vtest"] == pytest.approx(0.55 + margin)
+    assert rb.site_thresholds(items, replayed, floor=0.9)["A_sit_v1"] == 0.9, "never below floor"
