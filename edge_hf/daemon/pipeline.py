@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tqdm import tqdm
+
 from edge_hf.core.hyperframe import HyperframeBuilder, WindowStacker
 from edge_hf.core.video import to_model_rgb
 from edge_hf.daemon.capture import CaptureThread, sample_by_media_time
@@ -382,11 +384,17 @@ class Pipeline:
                     raise SourceError(f"cameras.{cam.cfg.name}.source: {exc}") from None
                 self.sink.camera_status(cam.cfg.name, "online")
                 last_t, last = 0.0, None
+                # A bar on a terminal only (long recordings: `replay`, `calibrate --video`).
+                expected = src.frame_count / src.fps / cam.interval_s if src.fps > 0 else None
+                bar = tqdm(desc=cam.cfg.name, total=expected and round(expected), unit="window",
+                           disable=None, leave=False)  # fmt: skip
                 try:
                     for t, frame in sample_by_media_time(src, cam.interval_s):
                         last_t, last = t, to_model_rgb(frame, self.size, cam.cfg.crop, self.resize)
                         self._replay_sample(cam, last, t, origin_unix)
+                        bar.update()
                 finally:
+                    bar.close()
                     decoded = src.frames_decoded
                     src.release()
                 if src.frame_count and decoded < 0.95 * src.frame_count:
