@@ -14,7 +14,6 @@ of normal activity shows where the site would false-alarm, not how its falls wou
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import re
@@ -116,16 +115,15 @@ def quiet_point(trace: Trace, detector: FallDetector, lowest: float = 0.0) -> fl
     levels = {math.floor(v * 1e4) / 1e4 for v in smoothed_levels(scores, detector.cfg)}
     cfg = detector.cfg.model_copy(update={"snapshot": False})
     events_log = logging.getLogger(FallDetector.__module__)
-    quiet_log = contextlib.ExitStack()
-    if events_log.getEffectiveLevel() < logging.WARNING:  # one line per start per try otherwise
-        level = events_log.level
-        events_log.setLevel(logging.WARNING)
-        quiet_log.callback(events_log.setLevel, level)
-    with quiet_log:
+    level = events_log.level
+    events_log.setLevel(max(level, logging.WARNING))  # not a line per start per try
+    try:
         for threshold in sorted((v for v in levels if v >= lowest and v > 0), reverse=True):
             probe = FallDetector(detector.camera, "calibrate", cfg, threshold, detector.model)
             if any(probe.update(s, t, None, down) for t, s, down in trace):
                 return threshold
+    finally:
+        events_log.setLevel(level)
     return None
 
 
