@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from edge_hf.daemon.app import build_pipeline
-from edge_hf.daemon.calibrate import calibrate, quiet_point, smoothed_peak, write_threshold
+from edge_hf.daemon.calibrate import (
+    calibrate,
+    quiet_point,
+    smoothed_levels,
+    smoothed_peak,
+    write_threshold,
+)
 from edge_hf.daemon.config import DetectionConfig, load_config
 from edge_hf.daemon.events import FallDetector, ModelInfo
 from edge_hf.daemon.sinks import RecordingSink
@@ -58,6 +66,32 @@ def test_the_quiet_point_is_where_the_detector_itself_goes_silent(three_state: b
     assert smoothed_peak([s for _, s, _ in trace], cfg) == pytest.approx(0.9)
     assert starts(quiet) >= 1 and starts(quiet + 1e-3) == 0
     assert quiet_point(trace, detector, lowest=0.95) is None, "nothing raised at or above lowest"
+
+
+def _raises(
+    trace: list[tuple[float, float, float | None]], cfg: DetectionConfig, th: float
+) -> bool:
+    d = FallDetector("hall", "box", cfg, th, ModelInfo("m", 3, 100.0))
+    return any(d.update(s, t, None, dn) for t, s, dn in trace)
+
+
+def test_the_coarse_to_fine_search_finds_what_trying_every_level_finds() -> None:
+    rng = random.Random(7)
+    model = ModelInfo("m", 3, 100.0)
+    for i in range(40):
+        cfg = DetectionConfig(confirm_s=rng.choice([0.0, 1.0, 2.0]), latch=rng.random() < 0.5)
+        # Stretches where the person stays down and stretches where they do not.
+        trace = [
+            (j / 10, rng.random() ** 3, rng.random() * (0.9 if j // 30 % 3 == 0 else 0.3))
+            for j in range(rng.randint(50, 400))
+        ]
+        if i % 2:
+            trace = [(t, s, None) for t, s, _ in trace]  # a two-class model
+        levels = {math.floor(v * 1e4) / 1e4 for v in smoothed_levels([s for _, s, _ in trace], cfg)}
+        plain = next(
+            (v for v in sorted(levels, reverse=True) if v > 0 and _raises(trace, cfg, v)), None
+        )
+        assert quiet_point(trace, FallDetector("hall", "box", cfg, 0.5, model)) == plain
 
 
 def _config(

@@ -117,14 +117,29 @@ def quiet_point(trace: Trace, detector: FallDetector, lowest: float = 0.0) -> fl
     events_log = logging.getLogger(FallDetector.__module__)
     level = events_log.level
     events_log.setLevel(max(level, logging.WARNING))  # not a line per start per try
+
+    def raises(threshold: float) -> bool:
+        probe = FallDetector(detector.camera, "calibrate", cfg, threshold, detector.model)
+        return any(probe.update(s, t, None, down) for t, s, down in trace)
+
+    # Coarse to fine (a long recording has thousands of levels, each try replays all of it): the
+    # highest 0.01-wide bin whose lowest level raises an event, the same within it at 0.001, then
+    # its levels one by one. Exact when a threshold raises an event wherever a higher one does;
+    # not quite always so (a lower threshold may start a candidate earlier that is then not
+    # confirmed, and miss a later descent), hence the test against the plain scan.
+    candidates = [v for v in levels if v >= lowest and v > 0]
     try:
-        for threshold in sorted((v for v in levels if v >= lowest and v > 0), reverse=True):
-            probe = FallDetector(detector.camera, "calibrate", cfg, threshold, detector.model)
-            if any(probe.update(s, t, None, down) for t, s, down in trace):
-                return threshold
+        for step in (0.01, 0.001):
+            bins: dict[int, list[float]] = {}
+            for v in candidates:
+                bins.setdefault(math.floor(v / step + 1e-9), []).append(v)
+            hit = next((b for b in sorted(bins, reverse=True) if raises(min(bins[b]))), None)
+            if hit is None:
+                return None
+            candidates = bins[hit]
+        return next((v for v in sorted(candidates, reverse=True) if raises(v)), None)
     finally:
         events_log.setLevel(level)
-    return None
 
 
 def _one_camera(cfg: Config, camera: str, video: Path | None) -> Config:
