@@ -2,8 +2,8 @@
 
     python experiments/int8_real.py --out /path/to/real-bench-out [--row ROW] [--seed 0]
 
-For each fold of `make real-bench`'s row (default: the shipped recipe, three-state @0.4 /
-confirm 1 s), the fold's exported fp32 model is quantised with `edge-hf export --int8`'s code,
+For each fold of `make real-bench`'s row (default: the shipped recipe, three-state 160 px at
+0.5 / confirm 2 s), the fold's exported fp32 model is quantised with `edge-hf export --int8`'s code,
 calibrated on that fold's own training clips (never the held-out ones), and replayed over the
 held-out clips and vtest.avi exactly as the benchmark replays the fp32 model. Prints both rows.
 """
@@ -26,7 +26,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", required=True, help="the real benchmark's --out (fold models, runs)")
     p.add_argument("--runs-file", help="its runs JSON (default <out>/runs.json)")
-    p.add_argument("--row", default="lite0 T=3 ImageNet falling+down @0.4, confirm 1 s")
+    p.add_argument("--row", default="lite0 T=3 ImageNet falling+down 160px, confirm 2 s")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--windows", type=int, default=200)
     a = p.parse_args()
