@@ -126,8 +126,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         raise UserError("give --video FILE (a recording of normal activity) or --minutes N (live)")
     path = Path(args.config)
     cfg = load_config(path)
-    video = Path(args.video) if args.video else None
-    result = calibrate(cfg, args.camera, video, args.minutes or 0.0, args.margin, args.allow_lower)
+    videos = [Path(v) for v in args.video or []]
+    result = calibrate(cfg, args.camera, videos, args.minutes or 0.0, args.margin, args.allow_lower)
     print(result.report())
     if args.write:
         write_threshold(path, args.camera, result.threshold)
@@ -347,7 +347,9 @@ def _daemon_commands(
     )
     p.add_argument("--config", required=True)
     p.add_argument("--camera", required=True, help="the camera's name in the config")
-    p.add_argument("--video", help="a recording of normal activity from that camera")
+    p.add_argument(
+        "--video", nargs="+", help="recordings of normal activity from that camera (each silent)"
+    )
     p.add_argument("--minutes", type=float, help="or watch the live camera this long")
     p.add_argument("--margin", type=float, default=0.05, help="added to the peak (probability)")
     p.add_argument("--write", action="store_true", help="write cameras[].threshold into the file")

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from edge_hf.daemon.app import build_pipeline
-from edge_hf.daemon.calibrate import MAX_THRESHOLD, quiet_point
+from edge_hf.daemon.calibrate import quiet_point, suggested_threshold
 from edge_hf.daemon.config import Config
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.export import export_onnx
@@ -402,8 +402,7 @@ def site_thresholds(
         quiet.setdefault(view, []).append((it.clip_id, quiet_point(trace, det, lowest)))
 
     def threshold(points: list[float | None]) -> float:
-        highest = [q + CALIBRATION_MARGIN for q in points if q is not None]
-        return min(MAX_THRESHOLD, max([floor, *highest]))
+        return suggested_threshold(points, floor, CALIBRATION_MARGIN)
 
     out = {
         name: threshold([q for clip, q in quiet.get(view, []) if clip != it.clip_id])

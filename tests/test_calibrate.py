@@ -120,7 +120,7 @@ def _events(config: Path, video: Path, camera: str = "street") -> int:
 
 def test_the_calibrated_threshold_keeps_the_site_quiet_and_is_tight(tmp_path: Path) -> None:
     config = _config(tmp_path)
-    result = calibrate(load_config(config), "street", VTEST, 0.0, margin=0.0)
+    result = calibrate(load_config(config), "street", [VTEST], 0.0, margin=0.0)
     assert result.windows > 700 and result.p50 <= result.p90 <= result.p99 <= result.max
     assert result.events_at_current >= 1, "the default threshold alarms on these pedestrians"
     write_threshold(config, "street", result.threshold + 0.001)
@@ -150,12 +150,27 @@ def test_calibration_does_not_go_below_the_models_operating_point_unless_asked(
     tmp_path: Path,
 ) -> None:
     config = load_config(_config(tmp_path, model=REAL_MODEL, extra_model="\n  threshold: 0.95"))
-    lower = calibrate(config, "street", VTEST, 0.0, margin=0.02, allow_lower=True)
+    lower = calibrate(config, "street", [VTEST], 0.0, margin=0.02, allow_lower=True)
     assert lower.floor == 0.0 and lower.threshold == pytest.approx(lower.quiet + 0.02)
     assert 0.3 < lower.threshold < 0.95, "these pedestrians are quiet well below 0.95"
-    kept = calibrate(config, "street", VTEST, 0.0, margin=0.02)
+    kept = calibrate(config, "street", [VTEST], 0.0, margin=0.02)
     assert kept.floor == 0.95 and kept.threshold == 0.95 and kept.quiet is None
     assert "the model's operating point" in kept.report()
+
+
+def test_several_recordings_each_stay_silent(tmp_path: Path) -> None:
+    config = load_config(_config(tmp_path))
+    (lie_down,) = [p for p in write_demo_clips(tmp_path / "demo") if "lie_down" in p.name]
+    each = [
+        calibrate(config, "street", [v], 0.0, 0.05, allow_lower=True) for v in (VTEST, lie_down)
+    ]
+    both = calibrate(config, "street", [VTEST, lie_down], 0.0, 0.05, allow_lower=True)
+    quiet = [c.quiet for c in each]
+    assert None not in quiet and quiet[0] != quiet[1], "two recordings that differ"
+    assert both.quiet == max(q for q in quiet if q is not None)
+    assert both.threshold == pytest.approx(max(c.threshold for c in each))
+    assert both.windows == sum(c.windows for c in each)
+    assert both.events_at_current == sum(c.events_at_current for c in each)
 
 
 def test_calibrate_cli_prints_the_distribution_and_refuses_mistakes(tmp_path: Path) -> None:
@@ -170,6 +185,7 @@ def test_calibrate_cli_prints_the_distribution_and_refuses_mistakes(tmp_path: Pa
         (["--camera", "nope", "--video", str(VTEST)], "no such camera"),
         (["--camera", "street"], "--video FILE"),
         (["--camera", "street", "--video", str(tmp_path / "none.mp4")], "no such file"),
+        (["--camera", "street", "--video", str(VTEST), str(tmp_path / "no.mp4")], "no such file"),
         (["--camera", "street", "--video", str(VTEST), "--margin", "0.7"], "--margin"),
     ]:
         bad = subprocess.run([*cli, *args], capture_output=True, text=True, check=False)

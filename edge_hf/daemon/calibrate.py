@@ -19,7 +19,7 @@ import math
 import re
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from edge_hf.core.video import VideoError
 from edge_hf.daemon.app import build_pipeline, operating_point
 from edge_hf.daemon.config import Config, DetectionConfig, ensure_state_dir, load_config
 from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.pipeline import Pipeline
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.daemon.sources import SourceError
 
@@ -155,45 +156,63 @@ def _one_camera(cfg: Config, camera: str, video: Path | None) -> Config:
     return cfg.model_copy(update={"cameras": [cam]})
 
 
-def calibrate(
-    cfg: Config,
-    camera: str,
-    video: Path | None,
-    minutes: float,
-    margin: float,
-    allow_lower: bool = False,
-) -> Calibration:
-    """Run the camera's pipeline over normal activity and derive its threshold (not below the
-    model's operating point unless `allow_lower`)."""
-    if not 0.0 <= margin < 0.5:
-        raise UserError(f"--margin {margin:g}: a probability margin in [0, 0.5)")
+def suggested_threshold(quiet_points: Iterable[float | None], floor: float, margin: float) -> float:
+    """The threshold that keeps every recording silent with `margin` to spare: the highest quiet
+    point + margin (capped at MAX_THRESHOLD), never below `floor`."""
+    highest = [q + margin for q in quiet_points if q is not None]
+    return min(MAX_THRESHOLD, max([floor, *highest]))
+
+
+def _watch(cfg: Config, camera: str, video: Path | None, minutes: float) -> Pipeline:
+    """The camera's pipeline run over one recording (or the live camera for `minutes`), its
+    detector keeping what it was fed."""
     one = _one_camera(cfg, camera, video)
     ensure_state_dir(one)
-    sink = RecordingSink()
-    pipeline = build_pipeline(one, sink, "calibrate", score_history=None)
-    detector = pipeline.cameras[0].detector
-    detector.trace = []
+    pipeline = build_pipeline(one, RecordingSink(), "calibrate", score_history=None)
+    pipeline.cameras[0].detector.trace = []
     if video is not None:
         try:
             pipeline.replay()
         except (SourceError, VideoError) as exc:
             raise UserError(f"cameras.{camera}: {exc}") from None
-    else:
-        if not 0 < minutes <= 24 * 60:
-            raise UserError(f"--minutes {minutes:g}: give 0 < minutes <= 1440 (or --video FILE)")
-        timer = threading.Timer(minutes * 60, pipeline.stop.set)
-        timer.start()
-        try:
-            pipeline.start()
-            pipeline.run(drain_s=2.0)
-        finally:
-            timer.cancel()
-    scores = list(pipeline.cameras[0].scores)
-    detection = one.detection_for(one.cameras[0])
+        return pipeline
+    if not 0 < minutes <= 24 * 60:
+        raise UserError(f"--minutes {minutes:g}: give 0 < minutes <= 1440 (or --video FILE)")
+    timer = threading.Timer(minutes * 60, pipeline.stop.set)
+    timer.start()
+    try:
+        pipeline.start()
+        pipeline.run(drain_s=2.0)
+    finally:
+        timer.cancel()
+    return pipeline
+
+
+def calibrate(
+    cfg: Config,
+    camera: str,
+    videos: Sequence[Path],
+    minutes: float,
+    margin: float,
+    allow_lower: bool = False,
+) -> Calibration:
+    """Run the camera's pipeline over each recording of normal activity (or the live camera if
+    there are none) and derive its threshold: silent on every one of them (each from its own
+    start), not below the model's operating point unless `allow_lower`."""
+    if not 0.0 <= margin < 0.5:
+        raise UserError(f"--margin {margin:g}: a probability margin in [0, 0.5)")
+    for video in videos:
+        _one_camera(cfg, camera, video)  # every file checked before the first is replayed
+    runs = [_watch(cfg, camera, v, 0.0) for v in videos] or [_watch(cfg, camera, None, minutes)]
+    cams = [run.cameras[0] for run in runs]
+    scores = [s for cam in cams for s in cam.scores]
+    detection = cfg.detection_for(cams[0].cfg)
     if len(scores) < detection.n:
         raise UserError(f"{camera}: only {len(scores)} windows came out; give a longer recording")
-    floor = 0.0 if allow_lower else operating_point(one, pipeline.classifier.contract, detection)[0]
-    quiet = quiet_point(detector.trace, detector, lowest=floor - margin)
+    floor = 0.0
+    if not allow_lower:
+        floor = operating_point(cfg, runs[0].classifier.contract, detection)[0]
+    quiet = [quiet_point(cam.detector.trace or [], cam.detector, floor - margin) for cam in cams]
     q = np.percentile(scores, [50, 90, 99])
     return Calibration(
         camera=camera,
@@ -202,13 +221,13 @@ def calibrate(
         p90=float(q[1]),
         p99=float(q[2]),
         max=float(max(scores)),
-        trigger=smoothed_peak(scores, detection),
-        quiet=quiet,
+        trigger=max(smoothed_peak(list(cam.scores), detection) for cam in cams),
+        quiet=max((v for v in quiet if v is not None), default=None),
         margin=margin,
         floor=floor,
-        threshold=floor if quiet is None else min(MAX_THRESHOLD, max(floor, quiet + margin)),
-        events_at_current=sum(e.type == "start" for e in sink.events),
-        current=detector.threshold,
+        threshold=suggested_threshold(quiet, floor, margin),
+        events_at_current=sum(cam.detector.counts.start for cam in cams),
+        current=cams[0].detector.threshold,
     )
 
 
