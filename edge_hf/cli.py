@@ -351,7 +351,7 @@ def _daemon_commands(
         "--video", nargs="+", help="recordings of normal activity from that camera (each silent)"
     )
     p.add_argument("--minutes", type=float, help="or watch the live camera this long")
-    p.add_argument("--margin", type=float, default=0.05, help="added to the peak (probability)")
+    p.add_argument("--margin", type=float, default=0.05, help="added to the quiet point")
     p.add_argument("--write", action="store_true", help="write cameras[].threshold into the file")
     p.add_argument(
         "--allow-lower",
