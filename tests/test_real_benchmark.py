@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +53,18 @@ def test_each_camera_is_calibrated_on_the_rooms_other_clips_of_its_view() -> Non
     assert got["A_walk_v2"] == 0.5, "no other clip of view 2: the operating point"
     assert got["vtest"] == pytest.approx(0.55 + margin)
     assert rb.site_thresholds(items, replayed, floor=0.9)["A_sit_v1"] == 0.9, "never below floor"
+
+
+def test_vtest_negatives_cover_only_the_part_never_scored(tmp_path: Path) -> None:
+    """A row trained on vtest.avi's pedestrians takes only its first VTEST_CALIBRATION_S, in
+    pieces labelled daily activity, and writes them into the three-state manifest as such."""
+    pieces = rb.vtest_negatives(Path("vtest.avi"))
+    assert len(pieces) == rb.VTEST_NEGATIVE_PIECES
+    assert pieces[0].start_s == 0.0
+    assert pieces[-1].end_s == pytest.approx(rb.VTEST_CALIBRATION_S)
+    assert all(a.end_s == pytest.approx(b.start_s) for a, b in pairwise(pieces))
+    manifest = rb.write_manifest(pieces, tmp_path / "m.csv", three_state=True)
+    rows = manifest.read_text().splitlines()[1:]
+    assert len(rows) == len(pieces)
+    assert {r.split(",")[1] for r in rows} == {"adl"}
+    assert rows[-1].split(",")[4:6] == ["35.0", "40.0"]
