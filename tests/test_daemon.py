@@ -421,6 +421,31 @@ def test_a_descent_raises_a_fall_only_once_the_person_stays_down() -> None:
     assert end.end_reason == "got_up" and d.counts.unconfirmed == 1
 
 
+def test_up_before_s_alarms_on_a_fall_from_standing_not_where_nobody_reads_up() -> None:
+    """up_before_s: the same descent and lying raise a fall after 3 s of a person up (P(adl)
+    high), and nothing after 3 s of a scene that reads "down" with nobody on the floor (the
+    unseen room whose mat reads as a person lying); the refusal is counted once."""
+    fall = [(0.9, 0.1)] * 2 + [(0.1, 0.85)] * 20
+
+    def run(before: list[tuple[float, float]], **kw: object) -> tuple[list[str], FallDetector]:
+        d = _detector(confirm_s=1.0, **kw)
+        kinds = [
+            e.type for i, (f, dn) in enumerate(before + fall) for e in d.update(f, i * 0.1, None, dn)
+        ]  # fmt: skip
+        return kinds, d
+
+    up, scene_reads_down = [(0.05, 0.05)] * 30, [(0.2, 0.7)] * 30
+    assert run(up, up_before_s=2.0)[0] == ["start"]
+    refused, d = run(scene_reads_down, up_before_s=2.0)
+    assert refused == [] and d.counts.not_up_before == 1
+    assert run(scene_reads_down)[0] == ["start"], "off by default: today's rule alarms"
+    # A camera that just started (under a second of history) gives the descent the benefit.
+    assert run(scene_reads_down[:5], up_before_s=2.0)[0] == ["start"]
+    # A stumble in the last half second before the descent does not count against it.
+    stumble = up[:-4] + [(0.6, 0.2)] * 4
+    assert run(stumble, up_before_s=2.0)[0] == ["start"]
+
+
 def test_without_confirmation_a_three_state_model_alarms_on_the_descent() -> None:
     d = _detector(confirm_s=0.0)
     kinds = [e.type for i in range(3) for e in d.update(0.9, i * 0.1, None, 0.05)]

@@ -59,6 +59,11 @@ class DetectionConfig(_Section):
     # With a model that has a `down` class: a fall is raised only once the person has stayed down
     # this long after the descent (0: at once, on the descent alone). Costs this much latency.
     confirm_s: float | None = Field(None, ge=0, le=60)  # unset: the model's, else 0
+    # With confirm_s: a descent counts only if the person was up before it (mean P(up) >= 0.5
+    # over the up_before_s seconds that end half a second before it; under a second of history
+    # counts as up). A camera that reads "falling or down" while people walk about never alarms
+    # on them. 0: off.
+    up_before_s: float = Field(0.0, ge=0, le=60)
     # JPEG of the window's centre frame at the camera's resolution, written under
     # state_dir/snapshots before the event is sent and published (MQTT `<camera>/snapshot`);
     # the oldest are deleted past snapshot_keep files or snapshot_max_mb.

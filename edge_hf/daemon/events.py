@@ -5,9 +5,12 @@ last n). Smoothed above threshold starts an event; `end_after` consecutive windo
 threshold, or `max_event_s`, end it; a cooldown keeps one fall from raising a second event.
 
 With a model that also says "down" (classes adl / falling / down) and `confirm_s` > 0, a descent
-only makes a candidate: the event starts once the mean down probability over the last `confirm_s`
-seconds reaches the threshold (a fall is a descent followed by a person who stays down; walking,
-jumping and bending never stay down), and ends when the person is up again (`got_up`).
+only makes a candidate: the event starts once the mean P(falling or down) over the last
+`confirm_s` seconds reaches CONFIRM_LEVEL (a fall is a descent followed by a person who stays
+down; walking, jumping and bending never stay down), and ends when the person is up again
+(`got_up`). With `up_before_s` as well, a descent makes a candidate only if the person was up
+before it (a fall starts from standing or sitting; a scene that reads "down" all along says
+nothing about a fall).
 Latched (`detection.latch`, the default), an event does not end by itself when the scores drop
 (a person lying still scores low): it ends when acknowledged (`acknowledge`, from MQTT
 `<camera>/ack`) or after `clear_after_s` (`timeout`).
@@ -124,11 +127,14 @@ class DetectorCounts:
     start: int = 0
     end: int = 0
     unconfirmed: int = 0  # descents after which the person did not stay down
+    not_up_before: int = 0  # descents refused because the person was not up before them
     by_reason: dict[str, int] = field(default_factory=dict)
 
 
 CONFIRM_GRACE_S = 3.0  # a candidate not confirmed this long after confirm_s is dropped
 CONFIRM_LEVEL = 0.5  # mean P(falling or down) over confirm_s: more likely on the floor than up
+UP_BEFORE_GAP_S = 0.5  # up_before_s ends this long before the descent (a stumble just before)
+UP_BEFORE_MIN_S = 1.0  # less history than this (the camera just started) counts as up
 
 
 class FallDetector:
@@ -150,6 +156,8 @@ class FallDetector:
         self._open: _Open | None = None
         self._candidate: _Candidate | None = None
         self._down: deque[tuple[float, float]] = deque(maxlen=1000)  # (t, down probability)
+        self._up: deque[tuple[float, float]] = deque()  # (t, P(up)) over up_before_s + gap
+        self._refusing = False  # this descent was refused (up_before_s): counted once
         self._cooldown_until = float("-inf")
         self.last_score = 0.0
         self.counts = DetectorCounts()
@@ -179,6 +187,10 @@ class FallDetector:
         self._recent.append(score)
         if self.trace is not None:
             self.trace.append((t, score, down))
+        if down is not None and self.cfg.up_before_s:
+            self._up.append((t, 1.0 - score - down))
+            while self._up[0][0] < t - self.cfg.up_before_s - UP_BEFORE_GAP_S - 1.0:
+                self._up.popleft()
         ev = self._open
         if ev is None:
             if self._candidate is not None:
@@ -186,9 +198,13 @@ class FallDetector:
             if t >= self._cooldown_until and self._smoothed_above():
                 if not self.cfg.confirm_s or down is None:
                     return [self._start(score, t, centre_frame, evidence=evidence)]
+                if not self._was_up(t):
+                    return []
                 frame = None if centre_frame is None else centre_frame.copy()
                 self._candidate = _Candidate(t, score, frame, evidence)
                 self._down.clear()
+            else:
+                self._refusing = False
             return []
         ev.peak_score = max(ev.peak_score, score)
         if self.cfg.latch:
@@ -204,6 +220,26 @@ class FallDetector:
         if t - ev.started >= self.cfg.max_event_s:
             return [self._end(score, t, "max_duration")]
         return []
+
+    def _was_up(self, t: float) -> bool:
+        """Whether the person was up before a descent seen at `t` (always, with up_before_s 0)."""
+        if not self.cfg.up_before_s:
+            return True
+        lo, hi = t - UP_BEFORE_GAP_S - self.cfg.up_before_s, t - UP_BEFORE_GAP_S
+        before = [p for at, p in self._up if lo <= at <= hi]
+        if not before or hi - min(at for at, _ in self._up) < UP_BEFORE_MIN_S:
+            return True
+        up = sum(before) / len(before)
+        if up >= CONFIRM_LEVEL:
+            return True
+        if not self._refusing:
+            self._refusing = True
+            self.counts.not_up_before += 1
+            log.info(
+                "%s: descent at %.1f but nobody was up before it (mean P(up) %.2f): no alarm",
+                self.camera, t, up,
+            )  # fmt: skip
+        return False
 
     def _confirm(self, score: float, t: float, down: float | None) -> list[FallEvent]:
         c = self._candidate
