@@ -45,7 +45,7 @@ def main() -> None:
         fold_items = [it for it in items if it.fold == fold]
         got, ev, hours = rb.run_fold_model(
             int8, fold_items, rb.VTEST, rundir / "int8-state", variant.threshold,
-            variant.confirm_s,
+            variant.detection(), variant.calibrated, variant.vtest_negatives,
         )  # fmt: skip
         clips += got
         vtest_events += ev

@@ -42,7 +42,8 @@ import torch
 
 from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.calibrate import quiet_point, suggested_threshold
-from edge_hf.daemon.config import Config
+from edge_hf.daemon.config import Config, DetectionConfig
+from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.export import export_onnx
 from edge_hf.training.train import TrainConfig, train
@@ -88,6 +89,12 @@ class Variant:
     # per hour are then counted on the rest only (the same street: an in-scene figure).
     vtest_negatives: bool = False
     up_before_s: float = 0.0  # detection.up_before_s (three-state models with confirm_s)
+    confirm_on: str = "not_up"  # detection.confirm_on
+
+    def detection(self) -> dict[str, Any]:
+        """The row's `detection` settings (the rest are the daemon's defaults)."""
+        return {"confirm_s": self.confirm_s, "up_before_s": self.up_before_s,
+                "confirm_on": self.confirm_on}  # fmt: skip
 
 
 THREE_STATE = Variant("efficientnet_lite0", 3, "imagenet", three_state=True, confirm_s=2.0)
@@ -116,18 +123,17 @@ def _calibrated(name: str, recipe: Variant) -> dict[str, Variant]:
     }
 
 
-def _up_before(name: str, recipe: Variant, up_before_s: float) -> dict[str, Variant]:
-    """A row's fold models (its `confirm 2 s` row) at both operating points, uncalibrated and
-    calibrated, with detection.up_before_s."""
+def _settings(name: str, recipe: Variant, tag: str, **detection: Any) -> dict[str, Variant]:
+    """A three-state row's fold models (its `confirm 2 s` row) at other detection settings, at
+    both operating points, uncalibrated and calibrated per site."""
     models = f"{name}, confirm 2 s"
-    recipe = replace(recipe, up_before_s=up_before_s, models=models)
-    tag = f"{name}, up before {up_before_s:g} s"
+    recipe = replace(recipe, models=models, **detection)
     low = replace(recipe, threshold=0.4, confirm_s=1.0)
     return {
-        f"{tag}, confirm 2 s": recipe,
-        f"{tag} @0.4, confirm 1 s": low,
-        f"{tag}, calibrated per site, confirm 2 s": replace(recipe, calibrated=True),
-        f"{tag}, calibrated per site @0.4, confirm 1 s": replace(low, calibrated=True),
+        f"{name}, {tag}, confirm 2 s": recipe,
+        f"{name}, {tag} @0.4, confirm 1 s": low,
+        f"{name}, {tag}, calibrated per site, confirm 2 s": replace(recipe, calibrated=True),
+        f"{name}, {tag}, calibrated per site @0.4, confirm 1 s": replace(low, calibrated=True),
     }
 
 
@@ -186,15 +192,27 @@ VARIANTS: dict[str, Variant] = {
         replace(THREE_STATE, input_size=160, vtest_negatives=True),
     ),
     # The unseen room's false alarms confirm because it reads "falling or down" while people walk
-    # about (its black mat platform): a descent counts only if the person was up before it
-    # (detection.up_before_s 2 s; fixed before it ran). The same fold models.
-    **_up_before(
-        "lite0 T=3 ImageNet falling+down 160px", replace(THREE_STATE, input_size=160), 2.0
+    # about (its black mat platform; experiments/where_down.py): a descent counts only if the
+    # person was up before it (detection.up_before_s 2 s), or the confirmation counts P(down)
+    # alone (detection.confirm_on down: walking reads P(falling) 0.2-0.6, P(down) 0.3-0.45 there,
+    # its falls P(down) 0.85-0.93). Both fixed before their rows ran; the same fold models.
+    **_settings(
+        "lite0 T=3 ImageNet falling+down 160px",
+        replace(THREE_STATE, input_size=160),
+        "up before 2 s",
+        up_before_s=2.0,
     ),
-    **_up_before(
+    **_settings(
+        "lite0 T=3 ImageNet falling+down 160px",
+        replace(THREE_STATE, input_size=160),
+        "confirmed on P(down)",
+        confirm_on="down",
+    ),
+    **_settings(
         "lite0 T=3 ImageNet falling+down 160px + vtest negatives",
         replace(THREE_STATE, input_size=160, vtest_negatives=True),
-        2.0,
+        "up before 2 s",
+        up_before_s=2.0,
     ),
 }
 CALIBRATION_MARGIN = 0.05  # edge-hf calibrate's default
@@ -321,17 +339,15 @@ def replay_scores(
     cameras: list[tuple[str, Path, str]],
     state_dir: Path,
     threshold: float = 0.5,
-    confirm_s: float = 0.0,
-    thresholds: dict[str, float] | None = None,
-    up_before_s: float = 0.0,
+    detection: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Replay each (name, video, crop) through the daemon's pipeline with default detection
-    settings (`thresholds`: per-camera `cameras[].threshold`); per camera its window scores, the
+    """Replay each (name, video, crop) through the daemon's pipeline with `detection` settings
+    (default: the daemon's, confirm_s 0); per camera its window scores, the
     times (s from the clip start) of its events, and (not saved) its detector, which kept what it
     was fed (`trace`)."""
     cams = [
         {"name": n, "source": str(p), "crop": [int(v) for v in c.split(",")] if c else None,
-         "threshold": (thresholds or {}).get(n)}
+         "threshold": None}
         for n, p, c in cameras
     ]  # fmt: skip
     cfg = Config.model_validate(
@@ -340,7 +356,7 @@ def replay_scores(
             "model": {"path": str(model), "providers": ["cpu"], "threshold": threshold},
             "cameras": cams,
             "state_dir": str(state_dir),
-            "detection": {"confirm_s": confirm_s, "up_before_s": up_before_s},
+            "detection": {"confirm_s": 0.0, **(detection or {})},
         }
     )
     threads = torch.get_num_threads()
@@ -365,6 +381,31 @@ def replay_scores(
             "events": spans,
             "detector": cam.detector,
         }
+    return out
+
+
+def redetect(
+    replayed: dict[str, dict[str, Any]],
+    threshold: float,
+    detection: dict[str, Any],
+    thresholds: dict[str, float] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """`replay_scores`' result at other detection settings, without running the model again:
+    each camera's recorded (t, P(falling), P(down)) fed to a fresh FallDetector set up as the
+    daemon would set it up (the scores do not depend on the settings; the events do);
+    `thresholds`: per-camera `cameras[].threshold`."""
+    cfg = DetectionConfig.model_validate({"confirm_s": 0.0, **detection})
+    out: dict[str, dict[str, Any]] = {}
+    for name, r in replayed.items():
+        old = r["detector"]
+        det = FallDetector(name, "bench", cfg, (thresholds or {}).get(name, threshold), old.model)
+        det.trace = []
+        events = [e for t, f, d in old.trace for e in det.update(f, t, None, d)]
+        if old.trace:
+            events += det.close(old.trace[-1][0])
+        raised = {e.event_id: e.time for e in events if e.type == "start"}
+        spans = [[e.started_at, e.time, raised[e.event_id]] for e in events if e.type == "end"]
+        out[name] = {**r, "events": spans, "detector": det}
     return out
 
 
@@ -473,16 +514,30 @@ def site_thresholds(
     return out
 
 
+# The last fold model replayed: (path, mtime) -> its replay_scores result, so that a row that
+# differs only in detection settings re-runs the detector, not the model.
+_SCORES: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+
+
+def _check_redetect(
+    replayed: dict[str, dict[str, Any]], threshold: float, detection: dict[str, Any]
+) -> None:
+    """The detector re-run on the recorded scores must give the replay's own events."""
+    again = redetect(replayed, threshold, detection)
+    for name, r in replayed.items():
+        if again[name]["events"] != r["events"]:
+            raise RuntimeError(f"{name}: redetect {again[name]['events']} != replay {r['events']}")
+
+
 def run_fold_model(
     model: Path,
     fold_items: list[Item],
     vtest: Path,
     state_dir: Path,
     threshold: float = 0.5,
-    confirm_s: float = 0.0,
+    detection: dict[str, Any] | None = None,
     calibrated: bool = False,
     vtest_trained: bool = False,
-    up_before_s: float = 0.0,
 ) -> tuple[list[dict[str, Any]], int, float]:
     """Replay a fold model on its held-out clips and vtest.avi: (clips, vtest events, vtest
     hours). `calibrated`: replayed once to calibrate each camera (`site_thresholds`), then again
@@ -490,13 +545,18 @@ def run_fold_model(
     when the model trained on that part, `vtest_trained`)."""
     cams = [(name, it.path, it.crop) for it, _, name in _views(fold_items)]
     cams.append(("vtest", vtest, ""))
-    replayed = replay_scores(model, cams, state_dir, threshold, confirm_s, None, up_before_s)
+    key = (str(model), model.stat().st_mtime_ns)
+    if key in _SCORES:  # the same model at other settings: its scores again, new events
+        replayed = redetect(_SCORES[key], threshold, detection or {})
+    else:
+        replayed = replay_scores(model, cams, state_dir, threshold, detection)
+        _check_redetect(replayed, threshold, detection or {})
+        _SCORES.clear()  # one model's at a time (rows sharing fold models run one after another)
+        _SCORES[key] = replayed
     skip_s = VTEST_CALIBRATION_S if calibrated or vtest_trained else 0.0
     if calibrated:
         thresholds = site_thresholds(fold_items, replayed, threshold)
-        replayed = replay_scores(
-            model, cams, state_dir / "calibrated", threshold, confirm_s, thresholds, up_before_s
-        )
+        replayed = redetect(replayed, threshold, detection or {}, thresholds)
     v = replayed["vtest"]
     hours = (len(v["scores"]) * v["interval_s"] - skip_s) / 3600
     clips = score_fold(fold_items, replayed)
@@ -588,7 +648,7 @@ def replay_variant_seed(
         v = VARIANTS[name]
         clips, ev, hours = run_fold_model(
             rundir / "model.onnx", test, Path(a.vtest), rundir / "state", v.threshold,
-            v.confirm_s, v.calibrated, v.vtest_negatives, v.up_before_s,
+            v.detection(), v.calibrated, v.vtest_negatives,
         )  # fmt: skip
         all_clips += clips
         vtest_events, vtest_hours = vtest_events + ev, vtest_hours + hours

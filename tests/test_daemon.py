@@ -446,6 +446,25 @@ def test_up_before_s_alarms_on_a_fall_from_standing_not_where_nobody_reads_up() 
     assert run(stumble, up_before_s=2.0)[0] == ["start"]
 
 
+def test_confirm_on_down_needs_the_person_on_the_floor_not_still_falling() -> None:
+    """confirm_on down: a camera that keeps reading "falling" at about 0.5 with little "down"
+    (people walking in a room the model never saw) confirms under the default rule (falling or
+    down >= 0.5) and not on P(down) alone; a fall whose descent takes 1.5 s confirms under
+    both, on P(down) once the sliding mean has left most of the descent behind."""
+    walking = [(0.05, 0.05)] * 30 + [(0.6, 0.3), (0.6, 0.3)] + [(0.4, 0.3)] * 40
+    fall = [(0.05, 0.05)] * 30 + [(0.9, 0.05)] * 15 + [(0.05, 0.9)] * 40
+
+    def starts(trace: list[tuple[float, float]], **kw: object) -> list[float]:
+        d = _detector(confirm_s=2.0, **kw)
+        return [e.time for i, (f, dn) in enumerate(trace) for e in d.update(f, i * 0.1, None, dn)
+                if e.type == "start"]  # fmt: skip
+
+    assert len(starts(walking)) == 1 and starts(walking, confirm_on="down") == []
+    default, on_down = starts(fall), starts(fall, confirm_on="down")
+    assert len(default) == 1 and len(on_down) == 1
+    assert on_down[0] > default[0], "P(down) alone waits for the descent to leave the mean"
+
+
 def test_without_confirmation_a_three_state_model_alarms_on_the_descent() -> None:
     d = _detector(confirm_s=0.0)
     kinds = [e.type for i in range(3) for e in d.update(0.9, i * 0.1, None, 0.05)]

@@ -64,6 +64,10 @@ class DetectionConfig(_Section):
     # counts as up). A camera that reads "falling or down" while people walk about never alarms
     # on them. 0: off.
     up_before_s: float = Field(0.0, ge=0, le=60)
+    # With confirm_s: what the person must be over it, on average >= 0.5: "not_up" (P(falling)
+    # + P(down): a person still sinking counts) or "down" (P(down) alone: a camera that reads
+    # "falling" while people walk about does not confirm itself).
+    confirm_on: Literal["not_up", "down"] = "not_up"
     # JPEG of the window's centre frame at the camera's resolution, written under
     # state_dir/snapshots before the event is sent and published (MQTT `<camera>/snapshot`);
     # the oldest are deleted past snapshot_keep files or snapshot_max_mb.

@@ -7,8 +7,8 @@ threshold, or `max_event_s`, end it; a cooldown keeps one fall from raising a se
 With a model that also says "down" (classes adl / falling / down) and `confirm_s` > 0, a descent
 only makes a candidate: the event starts once the mean P(falling or down) over the last
 `confirm_s` seconds reaches CONFIRM_LEVEL (a fall is a descent followed by a person who stays
-down; walking, jumping and bending never stay down), and ends when the person is up again
-(`got_up`). With `up_before_s` as well, a descent makes a candidate only if the person was up
+down; walking, jumping and bending never stay down; `confirm_on: down` counts P(down) alone),
+and ends when the person is up again (`got_up`). With `up_before_s` as well, a descent makes a candidate only if the person was up
 before it (a fall starts from standing or sitting; a scene that reads "down" all along says
 nothing about a fall).
 Latched (`detection.latch`, the default), an event does not end by itself when the scores drop
@@ -247,7 +247,9 @@ class FallDetector:
         confirm_s = self.cfg.confirm_s or 0.0
         c.peak_score = max(c.peak_score, score)
         # "Not up": falling or down (1 - P(adl)); a person still sinking counts as down.
-        self._down.append((t, score + (down or 0.0)))
+        # "down": the person on the floor alone (the sliding mean waits out the descent).
+        lying = down or 0.0
+        self._down.append((t, lying if self.cfg.confirm_on == "down" else score + lying))
         while self._down and self._down[0][0] < t - confirm_s:
             self._down.popleft()
         stayed = sum(d for _, d in self._down) / len(self._down)
