@@ -514,8 +514,9 @@ def site_thresholds(
     return out
 
 
-# The last fold model replayed: (path, mtime) -> its replay_scores result, so that a row that
-# differs only in detection settings re-runs the detector, not the model.
+# Each fold model replayed in this process: (path, mtime) -> its replay_scores result, so that a
+# row that differs only in detection settings re-runs the detector, not the model (a few MB per
+# fold model: scores, not frames).
 _SCORES: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
 
 
@@ -551,7 +552,6 @@ def run_fold_model(
     else:
         replayed = replay_scores(model, cams, state_dir, threshold, detection)
         _check_redetect(replayed, threshold, detection or {})
-        _SCORES.clear()  # one model's at a time (rows sharing fold models run one after another)
         _SCORES[key] = replayed
     skip_s = VTEST_CALIBRATION_S if calibrated or vtest_trained else 0.0
     if calibrated:
