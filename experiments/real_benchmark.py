@@ -701,6 +701,13 @@ def table(runs: dict[str, Any], rows: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def table_rows(runs: dict[str, Any]) -> list[str]:
+    """The rows to show: the shipped model's, every variant's, then any other in the runs (e.g.
+    a recipe retrained under another name)."""
+    known = [SHIPPED_ROW, *VARIANTS]
+    return known + sorted({r["variant"] for r in runs.values()} - set(known))
+
+
 def plot_tradeoff(runs: dict[str, Any], rows: list[str], path: Path) -> None:
     """Falls detected against daily-activity clips with a false event, one point per row (mean,
     with the sd over seeds as bars), and the goal corner of #15 shaded."""
@@ -771,7 +778,7 @@ def main() -> None:
     def save(key: str, result: dict[str, Any]) -> None:
         runs[key] = result
         runs_file.write_text(json.dumps(runs, indent=1))
-        rows = [SHIPPED_ROW, *VARIANTS]
+        rows = table_rows(runs)
         (out / "results.md").write_text(table(runs, rows))
         plot_tradeoff(runs, rows, out / "tradeoff.png")
         print(table(runs, rows), flush=True)

@@ -8,9 +8,9 @@ With a model that also says "down" (classes adl / falling / down) and `confirm_s
 only makes a candidate: the event starts once the mean P(falling or down) over the last
 `confirm_s` seconds reaches CONFIRM_LEVEL (a fall is a descent followed by a person who stays
 down; walking, jumping and bending never stay down; `confirm_on: down` counts P(down) alone),
-and ends when the person is up again (`got_up`). With `up_before_s` as well, a descent makes a candidate only if the person was up
-before it (a fall starts from standing or sitting; a scene that reads "down" all along says
-nothing about a fall).
+and ends when the person is up again (`got_up`). With `up_before_s` as well, a descent makes a
+candidate only if the person was up before it (a fall starts from standing or sitting; a scene
+that reads "down" all along says nothing about a fall).
 Latched (`detection.latch`, the default), an event does not end by itself when the scores drop
 (a person lying still scores low): it ends when acknowledged (`acknowledge`, from MQTT
 `<camera>/ack`) or after `clear_after_s` (`timeout`).
