@@ -716,7 +716,7 @@ def plot_tradeoff(runs: dict[str, Any], rows: list[str], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 6))
+    fig, ax = plt.subplots(figsize=(16, 7))
     n_falls, n_adl = 16, 27
     ax.add_patch(plt.Rectangle((-0.5, 14.5), 1.5, 2.0, color="tab:green", alpha=0.15))
     ax.text(0.1, 15.6, "goal", color="tab:green")
@@ -739,9 +739,9 @@ def plot_tradeoff(runs: dict[str, Any], rows: list[str], path: Path) -> None:
     ax.set_ylabel(f"falls detected (of {n_falls})")
     ax.set_title("Real footage, leave one room out (mean ± sd over seeds)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside, not over
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
