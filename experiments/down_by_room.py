@@ -22,16 +22,11 @@ import real_benchmark as rb
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--out", default="benchmarks/results/real", help="the benchmark's --out")
-    p.add_argument("--variant", default="lite0 T=3 ImageNet falling+down 160px, confirm 2 s")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--fold", default="A", choices=rb.FOLDS)
+    rb.add_fold_model_args(p)
     p.add_argument("--confirm-s", type=float, default=2.0)
     a = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    model = rb._rundir(Path(a.out), a.variant, a.seed, a.fold) / "model.onnx"
-    if not model.exists():
-        raise SystemExit(f"{model}: no such fold model; run make real-bench for that row first")
+    model = rb.fold_model(a)
     items = [it for it in rb.load_items(rb.GMDCSA, rb.ASSIST) if it.fold == a.fold]
     views = rb._views(items)
     with tempfile.TemporaryDirectory() as state:

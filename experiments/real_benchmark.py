@@ -569,6 +569,23 @@ def run_fold_model(
     return clips, sum(span[2] >= skip_s for span in v["events"]), hours
 
 
+def add_fold_model_args(p: argparse.ArgumentParser) -> None:
+    """--out / --variant / --seed / --fold: which fold model of a benchmark run (the
+    experiments that look into one)."""
+    p.add_argument("--out", default="benchmarks/results/real", help="the benchmark's --out")
+    p.add_argument("--variant", default="lite0 T=3 ImageNet falling+down 160px, confirm 2 s")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fold", default="A", choices=FOLDS)
+
+
+def fold_model(a: argparse.Namespace) -> Path:
+    """The fold model `add_fold_model_args` named; exits with one line if it is not there."""
+    model = _rundir(Path(a.out), a.variant, a.seed, a.fold) / "model.onnx"
+    if not model.exists():
+        raise SystemExit(f"{model}: no such fold model; run make real-bench for that row first")
+    return model
+
+
 def _rundir(out: Path, name: str, seed: int, fold: str) -> Path:
     name = VARIANTS[name].models or name if name in VARIANTS else name
     slug = name.replace(" ", "_").replace("=", "").replace("/", "")

@@ -68,18 +68,15 @@ def occlusion(clf: OnnxFallClassifier, frames: list[np.ndarray], down: int, patc
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--out", default="benchmarks/results/real", help="the benchmark's --out")
-    p.add_argument("--variant", default="lite0 T=3 ImageNet falling+down 160px, confirm 2 s")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--fold", default="A", choices=rb.FOLDS)
+    rb.add_fold_model_args(p)
     p.add_argument("--model", help="this ONNX model instead of the fold model")
     p.add_argument("--patch", type=float, default=0.25, help="side of the square, of the frame")
     p.add_argument("--png", default="where_down.png")
     a = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    model = Path(a.model or rb._rundir(Path(a.out), a.variant, a.seed, a.fold) / "model.onnx")
-    if not model.exists():
-        raise SystemExit(f"{model}: no such fold model; run make real-bench for that row first")
+    model = Path(a.model) if a.model else rb.fold_model(a)
+    if not model.is_file():
+        raise SystemExit(f"--model {model}: no such file")
     contract = read_contract(model)
     if contract.down_class is None:
         raise SystemExit(f"{model}: not a three-state model (no down class)")
