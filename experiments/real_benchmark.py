@@ -346,8 +346,7 @@ def replay_scores(
     times (s from the clip start) of its events, and (not saved) its detector, which kept what it
     was fed (`trace`)."""
     cams = [
-        {"name": n, "source": str(p), "crop": [int(v) for v in c.split(",")] if c else None,
-         "threshold": None}
+        {"name": n, "source": str(p), "crop": [int(v) for v in c.split(",")] if c else None}
         for n, p, c in cameras
     ]  # fmt: skip
     cfg = Config.model_validate(

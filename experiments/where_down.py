@@ -44,8 +44,9 @@ def window_of(it: rb.Item, t: float, size: tuple[int, int], window: int, interva
 
 
 def occlusion(clf: OnnxFallClassifier, frames: list[np.ndarray], down: int, patch: float,
-              stride: float) -> tuple[float, np.ndarray]:  # fmt: skip
-    """P(down) of the window, and per patch position P(down) with that square covered."""
+              stride: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The window's class probabilities, and per pixel the mean P(down) with a square covering
+    it."""
     c = clf.contract
     x = stack_frames(frames, c.mean, c.std).numpy()
     h, w = x.shape[1:]
@@ -55,7 +56,8 @@ def occlusion(clf: OnnxFallClassifier, frames: list[np.ndarray], down: int, patc
     batch = np.repeat(x[None], len(ys) * len(xs), axis=0)
     for k, (y0, x0) in enumerate((y, xx) for y in ys for xx in xs):
         batch[k, :, y0 : y0 + ph, x0 : x0 + pw] = 0.0  # the mean colour in every frame
-    base = float(clf.probabilities(x[None])[0, down])
+    probs = clf.probabilities(x[None])[0]
+    base = float(probs[down])
     covered = clf.probabilities(batch)[:, down].reshape(len(ys), len(xs))
     # Per pixel: the mean P(down) over the patches that cover it.
     acc, n = np.zeros((h, w)), np.zeros((h, w))
@@ -63,7 +65,7 @@ def occlusion(clf: OnnxFallClassifier, frames: list[np.ndarray], down: int, patc
         for j, x0 in enumerate(xs):
             acc[y0 : y0 + ph, x0 : x0 + pw] += covered[i, j]
             n[y0 : y0 + ph, x0 : x0 + pw] += 1
-    return base, np.where(n > 0, acc / np.maximum(n, 1), base)
+    return probs, np.where(n > 0, acc / np.maximum(n, 1), base)
 
 
 def main() -> None:
@@ -96,10 +98,10 @@ def main() -> None:
         it = [x for x in items if x.clip_id == clip][view - 1]
         frames = window_of(it, t, contract.input_size, contract.window,
                            contract.interval_ms / 1000, contract.resize)  # fmt: skip
-        base, heat = occlusion(clf, frames, down, a.patch, a.patch / 2)
+        probs, heat = occlusion(clf, frames, down, a.patch, a.patch / 2)
+        base = float(probs[down])
         heats.append((base, heat))
-        probs = clf.probabilities(stack_frames(frames, contract.mean, contract.std)[None].numpy())
-        named = ", ".join(f"{c} {v:.2f}" for c, v in zip(contract.classes, probs[0], strict=True))
+        named = ", ".join(f"{c} {v:.2f}" for c, v in zip(contract.classes, probs, strict=True))
         print(f"{what} ({it.path.name} view {view} at {t:g} s): {named}; "
               f"covering lowers P(down) to {heat.min():.2f} at most")  # fmt: skip
         axes[0, col].imshow(frames[len(frames) // 2])

@@ -227,7 +227,7 @@ class FallDetector:
             return True
         lo, hi = t - UP_BEFORE_GAP_S - self.cfg.up_before_s, t - UP_BEFORE_GAP_S
         before = [p for at, p in self._up if lo <= at <= hi]
-        if not before or hi - min(at for at, _ in self._up) < UP_BEFORE_MIN_S:
+        if not before or hi - self._up[0][0] < UP_BEFORE_MIN_S:  # (oldest first)
             return True
         up = sum(before) / len(before)
         if up >= CONFIRM_LEVEL:
