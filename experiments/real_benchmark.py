@@ -77,6 +77,7 @@ class Variant:
     samples_per_clip: int | None = None
     hard_negatives: float = 0.0  # TrainConfig.hard_negatives
     backbone_lr: float = 1.0  # TrainConfig.backbone_lr
+    offset_steps: int = 2  # TrainConfig.max_offset_steps (temporal jitter, in intervals)
     # Every row so far was trained with INTER_AREA ("area", the shipped model's rule); the
     # daemon runs each model with the rule recorded in it.
     resize: str = "area"
@@ -213,6 +214,18 @@ VARIANTS: dict[str, Variant] = {
         replace(THREE_STATE, input_size=160, vtest_negatives=True),
         "up before 2 s",
         up_before_s=2.0,
+    ),
+    # A window of 3 frames 100 ms apart spans 0.2 s: a blur of motion, not a descent (a fall
+    # takes 0.5-1.5 s). 250 ms apart, one window spans 0.5 s: the body's height changes in it,
+    # where a walker's only moves sideways. The same 9 input channels (same cost per window, 2.5x
+    # fewer windows per second); temporal jitter ±1 step (±0.25 s, about the ±0.2 s of 100 ms).
+    **_operating_points(
+        "lite0 T=3 ImageNet falling+down 160px 250 ms",
+        replace(THREE_STATE, input_size=160, interval_ms=250.0, offset_steps=1),
+    ),
+    **_calibrated(
+        "lite0 T=3 ImageNet falling+down 160px 250 ms",
+        replace(THREE_STATE, input_size=160, interval_ms=250.0, offset_steps=1),
     ),
 }
 CALIBRATION_MARGIN = 0.05  # edge-hf calibrate's default
@@ -617,6 +630,7 @@ def _train_and_export(
         samples_per_clip=variant.samples_per_clip or a.samples_per_clip,
         hard_negatives=variant.hard_negatives,
         backbone_lr=variant.backbone_lr,
+        max_offset_steps=variant.offset_steps,
         resize=variant.resize,
         **states,  # type: ignore[arg-type]
     )
