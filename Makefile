@@ -8,7 +8,7 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 EXTRAS := cpu,train,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card bench-outage ha-check clean
+.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card gpu-check bench-outage ha-check clean
 
 help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips"
@@ -47,7 +47,7 @@ shellcheck:
 	fi
 
 lint: $(STAMP) shellcheck
-	shellcheck deploy/*.sh .ci/run
+	shellcheck deploy/*.sh .ci/run benchmarks/*.sh
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
@@ -131,6 +131,11 @@ BENCH_VIDEO ?= ../shared/data/capture/vtest.avi
 bench: $(STAMP) mosquitto
 	$(VENV)/bin/edge-hf --log-level warning bench --out benchmarks/results --seconds 6 --soak-s 600 \
 		--readme README.md $(if $(wildcard $(BENCH_VIDEO)),--video $(BENCH_VIDEO))
+
+# The GPU path on a machine with CUDA (none here or in CI): CUDA windows equal the CPU's, window
+# preparation CPU vs CUDA, the daemon asking for [tensorrt, cuda, cpu]. Output in gpu-check/.
+gpu-check: $(STAMP)
+	OUT=gpu-check PYTHON=$(PY) bash benchmarks/gpu_check.sh
 
 # Memory of a long broker outage (20 000 alerts offline, then the drain): one JSON line.
 bench-outage: $(STAMP) mosquitto
