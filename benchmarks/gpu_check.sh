@@ -19,7 +19,11 @@ status=0
 
 echo "== machine" | tee "$out/check.txt"
 {
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+    if command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    else
+        echo "nvidia-smi: not found (no NVIDIA driver on this machine)"
+    fi
     "$py" - <<'EOF'
 import platform
 
