@@ -259,7 +259,11 @@ def _training_commands(
     p = sub.add_parser(
         "export", parents=[common], help="export a checkpoint to ONNX with its metadata, verified"
     )
-    p.add_argument("--checkpoint", required=True)
+    p.add_argument(
+        "--checkpoint", required=True, nargs="+",
+        help="best.pt from train; several (one recipe, other seeds): one model averaging their "
+        "probabilities",
+    )  # fmt: skip
     p.add_argument("--out", required=True, help="the .onnx file to write")
     p.add_argument("--atol", type=float, default=1e-3, help="largest allowed logit difference")
     p.add_argument("--threshold", type=float, help="operating point: fall threshold it ships with")

@@ -20,7 +20,7 @@ from edge_hf.core.errors import UserError
 from edge_hf.training.data import Clip
 from edge_hf.training.diagnose import diagnose
 from edge_hf.training.evaluate import evaluate
-from edge_hf.training.export import ExportError, check_parity, export_onnx
+from edge_hf.training.export import ExportError, check_parity, export_ensemble, export_onnx
 from edge_hf.training.models import build_model
 from edge_hf.training.synth import CLASSES
 from edge_hf.training.train import TrainConfig, load_checkpoint, save_checkpoint, split_clips, train
@@ -125,6 +125,66 @@ def test_export_cli_and_eval_of_the_onnx_model(
     from_onnx = evaluate(path, synth_small)
     from_pt = evaluate(trained, synth_small)
     assert from_onnx["confusion"] == from_pt["confusion"]
+
+
+def _other_seed(trained: Path, path: Path, **cfg_changes: object) -> Path:
+    """A second member for an ensemble: the trained model with other weights (as another seed's
+    run would have), saved as a checkpoint of the same recipe unless `cfg_changes`."""
+    model, cfg, classes = load_checkpoint(trained)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * p.std().nan_to_num() * torch.randn(p.shape, generator=g))
+        head = [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1]
+        head.bias.add_(torch.randn(head.bias.shape, generator=g))  # (the tiny run is near uniform)
+    save_checkpoint(path, model, replace(cfg, **cfg_changes), classes)  # type: ignore[arg-type]
+    return path
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_an_ensemble_gives_the_mean_of_its_members_probabilities(
+    trained: Path, tmp_path: Path
+) -> None:
+    other = _other_seed(trained, tmp_path / "other.pt")
+    members = [tmp_path / "a.onnx", tmp_path / "b.onnx"]
+    export_onnx(trained, members[0])
+    export_onnx(other, members[1])
+    path = tmp_path / "ens.onnx"
+    contract = export_ensemble([trained, other], path)
+    assert contract.members == 2
+    meta = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+    assert meta["edge_hf.members"] == "2" and ModelContract.from_metadata(meta) == contract
+    x = torch.randn(6, 9, 64, 64).numpy()
+
+    def probs(p: Path) -> np.ndarray:
+        session = ort.InferenceSession(str(p), providers=["CPUExecutionProvider"])
+        return _softmax(session.run(None, {"hyperframe": x})[0])
+
+    each = [probs(p) for p in members]
+    assert np.abs(each[0] - each[1]).max() > 1e-3, "the two members must differ for this test"
+    # The daemon's softmax of the ensemble's output is the members' mean probability.
+    np.testing.assert_allclose(probs(path), (each[0] + each[1]) / 2, atol=1e-5)
+    # Through the CLI: one model, the same numbers.
+    cli = tmp_path / "cli.onnx"
+    assert main(["export", "--checkpoint", str(trained), str(other), "--out", str(cli)]) == 0
+    np.testing.assert_allclose(probs(cli), probs(path), atol=1e-6)
+
+
+def test_an_ensemble_refuses_members_built_for_other_windows(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    slower = _other_seed(trained, tmp_path / "slow.pt", interval_ms=200.0)
+    with pytest.raises(ExportError, match=r"interval_ms: 100\.0 vs 200\.0"):
+        export_ensemble([trained, slower], tmp_path / "ens.onnx")
+    with pytest.raises(ExportError, match="at least 2"):
+        export_ensemble([trained], tmp_path / "ens.onnx")
+    bad = ["export", "--checkpoint", str(trained), str(tmp_path / "x.onnx"), "--out", "y.onnx"]
+    assert main(bad) == 2
+    assert "not exported .onnx" in capsys.readouterr().err
 
 
 def test_user_mistakes_are_one_line_errors(

@@ -41,6 +41,9 @@ class ModelContract:
     # How frames are brought to input_size (edge_hf.core.video.RESIZES); models exported before
     # the key existed were trained with "area".
     resize: str = "area"
+    # Models averaged into this one (`export_ensemble`: its output is the log of their mean
+    # softmax, so the daemon's softmax gives the mean probabilities); 1 for a single model.
+    members: int = 1
 
     def to_metadata(self) -> dict[str, str]:
         extra = {"edge_hf.down_class": self.down_class} if self.down_class else {}
@@ -61,6 +64,7 @@ class ModelContract:
             "edge_hf.backbone": self.backbone,
             "edge_hf.volumes": str(self.volumes),
             "edge_hf.resize": self.resize,
+            "edge_hf.members": str(self.members),
         }
 
     @classmethod
@@ -97,6 +101,7 @@ class ModelContract:
                 threshold=_float_or_none(meta.get("edge_hf.threshold")),
                 confirm_s=_float_or_none(meta.get("edge_hf.confirm_s")),
                 resize=meta.get("edge_hf.resize", "area"),
+                members=int(meta.get("edge_hf.members", "1")),
             )
         except (ValueError, IndexError, TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{source}: bad edge_hf metadata ({exc})") from None
@@ -116,6 +121,8 @@ class ModelContract:
             problems.append(f"std {list(self.std)} (0-1 scale, > 0)")
         if self.volumes < 1:
             problems.append(f"volumes {self.volumes}")
+        if self.members < 1:
+            problems.append(f"members {self.members}")
         if self.threshold is not None and not 0.0 < self.threshold < 1.0:
             problems.append(f"threshold {self.threshold} (in (0, 1))")
         if self.confirm_s is not None and not 0.0 <= self.confirm_s <= 60.0:

@@ -12,6 +12,9 @@ from pathlib import Path
 
 from edge_hf.core.errors import UserError
 
+if typing.TYPE_CHECKING:
+    from edge_hf.core.contract import ModelContract
+
 
 def synth(args: argparse.Namespace) -> int:
     from tqdm import tqdm
@@ -90,45 +93,56 @@ def diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
-def export(args: argparse.Namespace) -> int:
-    from edge_hf.training.export import ExportError, export_onnx
+def _export_fp32(args: argparse.Namespace, out: Path) -> ModelContract | None:
+    """`--checkpoint` (one, or several averaged into one model) exported to `out`: the contract,
+    or None after printing why the export failed."""
+    from edge_hf.training.export import ExportError, export_ensemble, export_onnx
 
-    if args.int8:
-        return _export_int8(args)
+    checkpoints = [Path(c) for c in args.checkpoint]
+    if len(checkpoints) > 1 and any(c.suffix == ".onnx" for c in checkpoints):
+        raise UserError("--checkpoint: an ensemble is made of best.pt files, not exported .onnx")
     try:
-        contract = export_onnx(
-            Path(args.checkpoint), Path(args.out), atol=args.atol, threshold=args.threshold,
-            confirm_s=args.confirm_s,
-        )  # fmt: skip
+        if len(checkpoints) == 1:
+            return export_onnx(checkpoints[0], out, atol=args.atol, threshold=args.threshold,
+                               confirm_s=args.confirm_s)  # fmt: skip
+        return export_ensemble(checkpoints, out, atol=args.atol, threshold=args.threshold,
+                               confirm_s=args.confirm_s)  # fmt: skip
     except ExportError as exc:
         print(f"edge-hf export: {exc}", file=sys.stderr)
-        return 1
+        return None
     except ValueError as exc:  # an operating point the contract refuses (--threshold 1.5)
         raise UserError(f"--threshold/--confirm-s: {exc}") from None
-    print(f"wrote {args.out}: {contract.backbone} T={contract.window} classes={contract.classes}")
+
+
+def export(args: argparse.Namespace) -> int:
+    if args.int8:
+        return _export_int8(args)
+    contract = _export_fp32(args, Path(args.out))
+    if contract is None:
+        return 1
+    members = f" x{contract.members} (mean probability)" if contract.members > 1 else ""
+    print(
+        f"wrote {args.out}: {contract.backbone}{members} T={contract.window} "
+        f"classes={contract.classes}"
+    )
     return 0
 
 
 def _export_int8(args: argparse.Namespace) -> int:
     import tempfile
 
-    from edge_hf.training.export import ExportError, export_onnx
     from edge_hf.training.quantize import calibration_windows, quantize_int8
 
     if not args.calibration:
         raise UserError("--int8 needs --calibration DATA (clips like the training data)")
     if not 1 <= args.calibration_windows <= 100_000:
         raise UserError(f"--calibration-windows {args.calibration_windows}: give 1..100000")
-    source, out = Path(args.checkpoint), Path(args.out)
+    source, out = Path(args.checkpoint[0]), Path(args.out)
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = source
-        if source.suffix != ".onnx":
+        if len(args.checkpoint) > 1 or source.suffix != ".onnx":
             fp32 = Path(tmp) / "fp32.onnx"
-            try:
-                export_onnx(source, fp32, atol=args.atol, threshold=args.threshold,
-                            confirm_s=args.confirm_s)  # fmt: skip
-            except ExportError as exc:
-                print(f"edge-hf export: {exc}", file=sys.stderr)
+            if _export_fp32(args, fp32) is None:
                 return 1
         cache = Path(args.cache_dir) if args.cache_dir else None
         windows = calibration_windows(fp32, Path(args.calibration), args.calibration_windows, cache)

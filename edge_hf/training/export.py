@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -56,10 +56,69 @@ def export_onnx(
     """
     model, cfg, classes = load_checkpoint(checkpoint)
     contract = replace(contract_from_config(cfg, classes), threshold=threshold, confirm_s=confirm_s)
+    _write_verified(model, contract, out, sample, atol)
+    return contract
+
+
+def _write_verified(
+    model: nn.Module, contract: ModelContract, out: Path, sample: torch.Tensor | None, atol: float
+) -> None:
+    """`write_onnx`, then the parity check on `sample` (random windows if None)."""
     write_onnx(model, contract, out)
     h, w = contract.input_size
     channels = 3 * contract.window * contract.volumes
     check_parity(model, out, sample if sample is not None else torch.randn(3, channels, h, w), atol)
+
+
+class ProbabilityMean(nn.Module):
+    """Several models of one contract as one: the log of their mean softmax probabilities.
+
+    The output stays a valid logit vector for the daemon (softmax(log p) = p), so an ensemble
+    runs through the classifier, calibration and detector unchanged, in one ONNX session.
+    """
+
+    def __init__(self, members: list[nn.Module]) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        probs = torch.stack([m(x).softmax(dim=1) for m in self.members]).mean(dim=0)
+        return probs.clamp_min(1e-12).log()  # (a class no member gives any mass: finite)
+
+
+def export_ensemble(
+    checkpoints: list[Path],
+    out: Path,
+    atol: float = 1e-3,
+    sample: torch.Tensor | None = None,
+    threshold: float | None = None,
+    confirm_s: float | None = None,
+) -> ModelContract:
+    """Write `out`: the models of `checkpoints` (one recipe, different seeds) averaged as
+    `ProbabilityMean`, with their shared contract; checker and parity as `export_onnx`.
+
+    Raises ExportError when the checkpoints disagree on anything the contract carries (a window
+    built for one would be wrong for another), or when the checker or parity check fails.
+    """
+    if len(checkpoints) < 2:
+        raise ExportError(f"an ensemble needs at least 2 checkpoints, got {len(checkpoints)}")
+    models, contracts = [], []
+    for path in checkpoints:
+        model, cfg, classes = load_checkpoint(path)
+        models.append(model)
+        contracts.append(contract_from_config(cfg, classes))
+    for path, contract in zip(checkpoints[1:], contracts[1:], strict=True):
+        if contract != contracts[0]:
+            diff = [
+                f"{f.name}: {getattr(contracts[0], f.name)!r} vs {getattr(contract, f.name)!r}"
+                for f in fields(contract)
+                if getattr(contract, f.name) != getattr(contracts[0], f.name)
+            ]
+            raise ExportError(
+                f"{path} does not fit {checkpoints[0]} in one ensemble ({'; '.join(diff)})"
+            )
+    contract = replace(contracts[0], threshold=threshold, confirm_s=confirm_s, members=len(models))
+    _write_verified(ProbabilityMean(models).eval(), contract, out, sample, atol)
     return contract
 
 
@@ -85,8 +144,9 @@ def write_onnx(model: nn.Module, contract: ModelContract, out: Path) -> None:
     for key, value in contract.to_metadata().items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
+    members = f" x{contract.members} (mean probability)" if contract.members > 1 else ""
     proto.doc_string = (
-        f"edge_hf {contract.backbone} T={contract.window} classes={list(contract.classes)}"
+        f"edge_hf {contract.backbone}{members} T={contract.window} classes={list(contract.classes)}"
     )
     onnx.save(proto, str(out))
     try:
