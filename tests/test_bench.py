@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +14,11 @@ import pytest
 import torch
 
 from edge_hf.bench.live import run_cameras, soak
-from edge_hf.bench.prep import OurWindow, count_flops, naive_window
+from edge_hf.bench.prep import OurWindow, count_flops, inference_rows, naive_window
 from edge_hf.bench.runner import paste_into_readme, retimed
 from edge_hf.core.errors import UserError
 from edge_hf.core.hyperframe import stack_frames
+from edge_hf.core.runtime import read_contract
 from edge_hf.core.video import to_model_rgb
 from edge_hf.training.synth import write_demo_clips
 from tests.conftest import SHARED_DATA, SHIPPED_MODEL
@@ -53,6 +55,15 @@ def test_flop_count_matches_the_formula() -> None:
     conv1 = 2 * (16 * 16 * 16) * (9 * 3 * 3)
     dw = 2 * (16 * 16 * 16) * (1 * 3 * 3)
     assert flops == conv1 + dw + 2 * 2 * 16
+
+
+def test_inference_of_an_ensemble_is_measured_with_all_its_members() -> None:
+    single = replace(read_contract(SHIPPED_MODEL), input_size=(64, 64))
+    one, _ = inference_rows(single, (3,), (1,), repeats=1)
+    three, _ = inference_rows(replace(single, members=3), (3,), (1,), repeats=1)
+    assert three[0]["backbone"] == f"{single.backbone} x3"
+    # The members' convolutions and heads, three times (the mean itself is a few adds).
+    assert three[0]["gflops_per_window"] == pytest.approx(3 * one[0]["gflops_per_window"], rel=0.01)
 
 
 def test_bench_cli_writes_json_and_table(tmp_path: Path) -> None:

@@ -254,11 +254,21 @@ def inference_rows(
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """ORT vs PyTorch eager for the shipped backbone at each T, and the FLOP floor.
 
-    The networks are built fresh (random weights: speed does not depend on them) and exported
-    with the same code as `edge-hf export`. Per-window milliseconds; threads = this machine's cores.
+    The networks are built fresh (random weights: speed does not depend on them; an ensemble's
+    members averaged as `export_ensemble` does) and exported with the same code as `edge-hf
+    export`. Per-window milliseconds; threads = this machine's cores.
     """
-    from edge_hf.training.export import write_onnx
+    from edge_hf.training.export import ProbabilityMean, write_onnx
     from edge_hf.training.models import build_model
+
+    def network(t: int) -> torch.nn.Module:
+        nets = [
+            build_model(contract.backbone, t, len(contract.classes))
+            for _ in range(contract.members)
+        ]
+        return (nets[0] if len(nets) == 1 else ProbabilityMean(nets)).eval()
+
+    name = contract.backbone + (f" x{contract.members}" if contract.members > 1 else "")
 
     cores = os.cpu_count() or 1
     rates = {n: matmul_gflops(n) for n in sorted({1, cores})}
@@ -266,7 +276,7 @@ def inference_rows(
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for t in windows:
-            model = build_model(contract.backbone, t, len(contract.classes)).eval()
+            model = network(t)
             flops = count_flops(model, torch.zeros(1, 3 * t, h, w))
             onnx_path = Path(tmp) / f"t{t}.onnx"
             write_onnx(model, replace(contract, window=t, volumes=1), onnx_path)
@@ -276,7 +286,7 @@ def inference_rows(
                     row = _inference_row(
                         model, session, n, threads, flops / 1e9, rates[threads], repeats
                     )
-                    rows.append({"backbone": contract.backbone, "window": t, **row})
+                    rows.append({"backbone": name, "window": t, **row})
     return rows, {f"matmul_gflops_{k}_threads": round(v, 1) for k, v in rates.items()}
 
 
