@@ -31,6 +31,7 @@ import argparse
 import csv
 import json
 import logging
+import re
 import statistics
 import time
 from dataclasses import dataclass, replace
@@ -784,40 +785,80 @@ def table_rows(runs: dict[str, Any]) -> list[str]:
     return known + sorted({r["variant"] for r in runs.values()} - set(known))
 
 
+_ROW_NAME = re.compile(
+    r"(?P<family>.*?)(?P<cal>, calibrated per site)?(?: @(?P<thr>[\d.]+))?"
+    r"(?:, confirm (?P<confirm>[\d.]+) s)?(?P<note> \[.*\])?$"
+)
+
+
+def row_family(name: str) -> tuple[str, str]:
+    """(family, operating point) of a row name: the rows that share fold models (a recipe and
+    decision rule) form a family; they differ in threshold, confirmation and calibration."""
+    m = _ROW_NAME.match(name)
+    assert m is not None  # (the pattern matches any string)
+    family = m["family"] + (" (retrained)" if m["note"] and "retrained" in m["note"] else "")
+    point = f"@{m['thr'] or '0.5'}" + (f", {m['confirm']} s" if m["confirm"] else "")
+    return family, ("calibrated " if m["cal"] else "") + point
+
+
 def plot_tradeoff(runs: dict[str, Any], rows: list[str], path: Path) -> None:
-    """Falls detected against daily-activity clips with a false event, one point per row (mean,
-    with the sd over seeds as bars), and the goal corner of #15 shaded."""
+    """Falls detected against daily-activity clips with a false event: one panel per family of
+    rows (`row_family`), each row's mean with the sd over seeds as bars, every other row in
+    grey behind, and the goal corner of #15 shaded."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(16, 7))
+    points: dict[str, list[tuple[str, int, list[float], list[float]]]] = {}
+    styles: dict[str, int] = {}
     n_falls, n_adl = 16, 27
-    ax.add_patch(plt.Rectangle((-0.5, 14.5), 1.5, 2.0, color="tab:green", alpha=0.15))
-    ax.text(0.1, 15.6, "goal", color="tab:green")
-    for i, name in enumerate(rows):
+    for name in rows:
         rs = [r for r in runs.values() if r["variant"] == name]
         if not rs:
             continue
         n_falls, n_adl = rs[0]["falls"], rs[0]["adl_clips"]
-        xs = [r["adl_clips_with_event"] for r in rs]
-        ys = [r["falls_detected"] for r in rs]
-        sd = lambda v: statistics.stdev(v) if len(v) > 1 else 0.0  # noqa: E731
-        ax.errorbar(
-            statistics.mean(xs), statistics.mean(ys), xerr=sd(xs), yerr=sd(ys), linestyle="none",
-            capsize=3, color=f"C{i % 10}", marker="os^Dv<>ph*"[i // 10 % 10],
-            label=f"{name} ({len(rs)} seed{'s' * (len(rs) > 1)})",
-        )  # fmt: skip
-    ax.set_xlim(-0.5, n_adl + 0.5)
-    ax.set_ylim(-0.5, n_falls + 0.5)
-    ax.set_xlabel(f"daily-activity clips with a false event (of {n_adl})")
-    ax.set_ylabel(f"falls detected (of {n_falls})")
-    ax.set_title("Real footage, leave one room out (mean ± sd over seeds)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside, not over
+        family, point = row_family(name)
+        xs = [float(r["adl_clips_with_event"]) for r in rs]
+        ys = [float(r["falls_detected"]) for r in rs]
+        points.setdefault(family, []).append((point, len(rs), xs, ys))
+        styles.setdefault(point, len(styles))  # one colour and marker per operating point
+    cols = 4
+    nrows = max(1, -(-len(points) // cols))
+    fig, axes = plt.subplots(nrows, cols, figsize=(16, 3.3 * nrows), sharex=True, sharey=True,
+                             squeeze=False)  # fmt: skip
+    everyone = [(statistics.mean(x), statistics.mean(y)) for f in points.values()
+                for _, _, x, y in f]  # fmt: skip
+    sd = lambda v: statistics.stdev(v) if len(v) > 1 else 0.0  # noqa: E731
+    for ax, (family, fam_points) in zip(axes.flat, points.items(), strict=False):
+        ax.add_patch(plt.Rectangle((-0.5, 14.5), 1.5, 2.0, color="tab:green", alpha=0.2))
+        ax.scatter(*zip(*everyone, strict=True), s=8, color="0.85", zorder=1)
+        for point, n, xs, ys in sorted(fam_points, key=lambda p: styles[p[0]]):
+            i = styles[point]
+            ax.errorbar(
+                statistics.mean(xs), statistics.mean(ys), xerr=sd(xs), yerr=sd(ys),
+                linestyle="none", capsize=2, color=f"C{i % 10}", marker="os^Dv<>"[i % 7], zorder=2,
+                label=f"{point} ({n} seed{'s' * (n > 1)})",
+            )  # fmt: skip
+        ax.set_title("\n".join(textwrap.wrap(family, 48)), fontsize=7.5)
+        ax.legend(fontsize=6, loc="lower right")
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(points) :]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel(f"falls detected (of {n_falls})", fontsize=8)
+    for ax in axes[-1, :]:
+        ax.set_xlabel(f"activity clips with a false event (of {n_adl})", fontsize=8)
+    axes[0, 0].set_xlim(-0.5, n_adl + 0.5)
+    axes[0, 0].set_ylim(-0.5, n_falls + 0.5)
+    fig.suptitle(
+        "Real footage, leave one room out: mean ± sd over seeds per row; green: the goal of #15; "
+        "grey: every other row"
+    )
     fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
