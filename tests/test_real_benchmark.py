@@ -68,3 +68,22 @@ def test_vtest_negatives_cover_only_the_part_never_scored(tmp_path: Path) -> Non
     assert len(rows) == len(pieces)
     assert {r.split(",")[1] for r in rows} == {"adl"}
     assert rows[-1].split(",")[4:6] == ["35.0", "40.0"]
+
+
+def test_rows_fall_into_plot_families_by_their_operating_point_suffixes() -> None:
+    family = "lite0 T=3 ImageNet falling+down 160px, up before 2 s"
+    assert rb.row_family(f"{family}, calibrated per site @0.4, confirm 1 s") == (
+        family,
+        "calibrated @0.4, 1 s",
+    )
+    assert rb.row_family(f"{rb.ENSEMBLE_ROW}, confirm 2 s") == (rb.ENSEMBLE_ROW, "@0.5, 2 s")
+    assert rb.row_family("lite0 T=3 ImageNet @0.9") == ("lite0 T=3 ImageNet", "@0.9")
+    assert rb.row_family("lite0 T=3 ImageNet falling+down 160px, confirm 2 s [fold models "
+                         "retrained 2026-12-04]") == (
+        "lite0 T=3 ImageNet falling+down 160px (retrained)", "@0.5, 2 s"
+    )  # fmt: skip
+    # Every row of a family replays the same fold models, so a family's rows share their `models`.
+    by_family: dict[str, set[str]] = {}
+    for name, v in rb.VARIANTS.items():
+        by_family.setdefault(rb.row_family(name)[0], set()).add(v.models or name)
+    assert all(len(models) == 1 for models in by_family.values()), by_family
