@@ -168,6 +168,10 @@ def test_an_ensemble_gives_the_mean_of_its_members_probabilities(
     assert np.abs(each[0] - each[1]).max() > 1e-3, "the two members must differ for this test"
     # The daemon's softmax of the ensemble's output is the members' mean probability.
     np.testing.assert_allclose(probs(path), (each[0] + each[1]) / 2, atol=1e-5)
+    from edge_hf.training.card import write_card
+
+    card = write_card(path, tmp_path / "ens.md", "edge-hf export ...", "tiny data", None, "")
+    assert "x2 (an ensemble: the mean of 2 models' probabilities)" in card
     # Through the CLI: one model, the same numbers.
     cli = tmp_path / "cli.onnx"
     assert main(["export", "--checkpoint", str(trained), str(other), "--out", str(cli)]) == 0
