@@ -46,7 +46,7 @@ from edge_hf.daemon.calibrate import quiet_point, suggested_threshold
 from edge_hf.daemon.config import Config, DetectionConfig
 from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.sinks import RecordingSink
-from edge_hf.training.export import export_ensemble, export_onnx
+from edge_hf.training.export import export_onnx
 from edge_hf.training.train import TrainConfig, train
 
 log = logging.getLogger("real_benchmark")
@@ -93,8 +93,8 @@ class Variant:
     up_before_s: float = 0.0  # detection.up_before_s (three-state models with confirm_s)
     confirm_on: str = "not_up"  # detection.confirm_on
     # An ensemble row: its fold model of seed k is one ONNX model averaging the probabilities
-    # (`export_ensemble`) of `members_of`'s fold models of seeds k*members ... k*members +
-    # members - 1 (trained first where missing), so its seeds share no member.
+    # (`export_onnx` of several checkpoints) of `members_of`'s fold models of seeds
+    # k*members ... k*members + members - 1 (trained first where missing): no shared member.
     members: int = 1
     members_of: str = ""
 
@@ -672,7 +672,7 @@ def _fold_model(
             _fold_model(variant.members_of, base, first + i, fold, items, a) / "best.pt"
             for i in range(variant.members)
         ]
-        export_ensemble(members, rundir / "model.onnx", threshold=variant.threshold,
+        export_onnx(members, rundir / "model.onnx", threshold=variant.threshold,
                         confirm_s=variant.confirm_s if variant.three_state else None)  # fmt: skip
         return rundir
     test = [it for it in items if it.fold == fold]
@@ -708,7 +708,7 @@ def train_final(name: str, items: list[Item], a: argparse.Namespace, export: Pat
             base = VARIANTS[variant.members_of]
             _train_and_export(base, a, train_items, items, i, rundir, rundir / "model.onnx")
         members.append(rundir / "best.pt")
-    export_ensemble(members, export, threshold=variant.threshold,
+    export_onnx(members, export, threshold=variant.threshold,
                     confirm_s=variant.confirm_s if variant.three_state else None)  # fmt: skip
     return export
 

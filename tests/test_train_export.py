@@ -20,7 +20,7 @@ from edge_hf.core.errors import UserError
 from edge_hf.training.data import Clip
 from edge_hf.training.diagnose import diagnose
 from edge_hf.training.evaluate import evaluate
-from edge_hf.training.export import ExportError, check_parity, export_ensemble, export_onnx
+from edge_hf.training.export import ExportError, check_parity, export_onnx
 from edge_hf.training.models import build_model
 from edge_hf.training.synth import CLASSES
 from edge_hf.training.train import TrainConfig, load_checkpoint, save_checkpoint, split_clips, train
@@ -154,7 +154,7 @@ def test_an_ensemble_gives_the_mean_of_its_members_probabilities(
     export_onnx(trained, members[0])
     export_onnx(other, members[1])
     path = tmp_path / "ens.onnx"
-    contract = export_ensemble([trained, other], path)
+    contract = export_onnx([trained, other], path)
     assert contract.members == 2
     meta = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
     assert meta["edge_hf.members"] == "2" and ModelContract.from_metadata(meta) == contract
@@ -183,9 +183,9 @@ def test_an_ensemble_refuses_members_built_for_other_windows(
 ) -> None:
     slower = _other_seed(trained, tmp_path / "slow.pt", interval_ms=200.0)
     with pytest.raises(ExportError, match=r"interval_ms: 100\.0 vs 200\.0"):
-        export_ensemble([trained, slower], tmp_path / "ens.onnx")
-    with pytest.raises(ExportError, match="at least 2"):
-        export_ensemble([trained], tmp_path / "ens.onnx")
+        export_onnx([trained, slower], tmp_path / "ens.onnx")
+    with pytest.raises(ExportError, match="no checkpoint"):
+        export_onnx([], tmp_path / "ens.onnx")
     bad = ["export", "--checkpoint", str(trained), str(tmp_path / "x.onnx"), "--out", "y.onnx"]
     assert main(bad) == 2
     assert "not exported .onnx" in capsys.readouterr().err

@@ -255,7 +255,7 @@ def inference_rows(
     """ORT vs PyTorch eager for the shipped backbone at each T, and the FLOP floor.
 
     The networks are built fresh (random weights: speed does not depend on them; an ensemble's
-    members averaged as `export_ensemble` does) and exported with the same code as `edge-hf
+    members averaged as `export_onnx` does) and exported with the same code as `edge-hf
     export`. Per-window milliseconds; threads = this machine's cores.
     """
     from edge_hf.training.export import ProbabilityMean, write_onnx

@@ -41,8 +41,8 @@ class ModelContract:
     # How frames are brought to input_size (edge_hf.core.video.RESIZES); models exported before
     # the key existed were trained with "area".
     resize: str = "area"
-    # Models averaged into this one (`export_ensemble`: its output is the log of their mean
-    # softmax, so the daemon's softmax gives the mean probabilities); 1 for a single model.
+    # Models averaged into this one (`export_onnx` of several checkpoints: its output is the log
+    # of their mean softmax, so the daemon's softmax gives the mean probabilities); 1: one model.
     members: int = 1
 
     def to_metadata(self) -> dict[str, str]:

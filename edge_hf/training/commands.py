@@ -96,17 +96,14 @@ def diagnose(args: argparse.Namespace) -> int:
 def _export_fp32(args: argparse.Namespace, out: Path) -> ModelContract | None:
     """`--checkpoint` (one, or several averaged into one model) exported to `out`: the contract,
     or None after printing why the export failed."""
-    from edge_hf.training.export import ExportError, export_ensemble, export_onnx
+    from edge_hf.training.export import ExportError, export_onnx
 
     checkpoints = [Path(c) for c in args.checkpoint]
     if len(checkpoints) > 1 and any(c.suffix == ".onnx" for c in checkpoints):
         raise UserError("--checkpoint: an ensemble is made of best.pt files, not exported .onnx")
     try:
-        if len(checkpoints) == 1:
-            return export_onnx(checkpoints[0], out, atol=args.atol, threshold=args.threshold,
-                               confirm_s=args.confirm_s)  # fmt: skip
-        return export_ensemble(checkpoints, out, atol=args.atol, threshold=args.threshold,
-                               confirm_s=args.confirm_s)  # fmt: skip
+        return export_onnx(checkpoints, out, atol=args.atol, threshold=args.threshold,
+                           confirm_s=args.confirm_s)  # fmt: skip
     except ExportError as exc:
         print(f"edge-hf export: {exc}", file=sys.stderr)
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -40,36 +41,6 @@ def contract_from_config(cfg: TrainConfig, classes: list[str]) -> ModelContract:
     )
 
 
-def export_onnx(
-    checkpoint: Path,
-    out: Path,
-    atol: float = 1e-3,
-    sample: torch.Tensor | None = None,
-    threshold: float | None = None,
-    confirm_s: float | None = None,
-) -> ModelContract:
-    """Write `out` from `checkpoint`, then run the ONNX checker and an ORT-vs-PyTorch parity check.
-
-    `threshold` / `confirm_s` record the operating point the model was benchmarked at: the daemon
-    uses them unless its config sets `model.threshold` / `detection.confirm_s`.
-    Raises ExportError when the checker fails or the largest logit difference exceeds `atol`.
-    """
-    model, cfg, classes = load_checkpoint(checkpoint)
-    contract = replace(contract_from_config(cfg, classes), threshold=threshold, confirm_s=confirm_s)
-    _write_verified(model, contract, out, sample, atol)
-    return contract
-
-
-def _write_verified(
-    model: nn.Module, contract: ModelContract, out: Path, sample: torch.Tensor | None, atol: float
-) -> None:
-    """`write_onnx`, then the parity check on `sample` (random windows if None)."""
-    write_onnx(model, contract, out)
-    h, w = contract.input_size
-    channels = 3 * contract.window * contract.volumes
-    check_parity(model, out, sample if sample is not None else torch.randn(3, channels, h, w), atol)
-
-
 class ProbabilityMean(nn.Module):
     """Several models of one contract as one: the log of their mean softmax probabilities.
 
@@ -86,39 +57,45 @@ class ProbabilityMean(nn.Module):
         return probs.clamp_min(1e-12).log()  # (a class no member gives any mass: finite)
 
 
-def export_ensemble(
-    checkpoints: list[Path],
+def export_onnx(
+    checkpoint: Path | Sequence[Path],
     out: Path,
     atol: float = 1e-3,
     sample: torch.Tensor | None = None,
     threshold: float | None = None,
     confirm_s: float | None = None,
 ) -> ModelContract:
-    """Write `out`: the models of `checkpoints` (one recipe, different seeds) averaged as
-    `ProbabilityMean`, with their shared contract; checker and parity as `export_onnx`.
+    """Write `out` from `checkpoint`, then run the ONNX checker and an ORT-vs-PyTorch parity check.
 
-    Raises ExportError when the checkpoints disagree on anything the contract carries (a window
-    built for one would be wrong for another), or when the checker or parity check fails.
+    Several checkpoints (one recipe, other seeds) become one model, `ProbabilityMean`, with
+    their shared contract (`members` = how many); an ExportError names the first contract key
+    on which they differ (a window built for one would be wrong for another).
+    `threshold` / `confirm_s` record the operating point the model was benchmarked at: the daemon
+    uses them unless its config sets `model.threshold` / `detection.confirm_s`.
+    Raises ExportError when the checker fails or the largest logit difference exceeds `atol`.
     """
-    if len(checkpoints) < 2:
-        raise ExportError(f"an ensemble needs at least 2 checkpoints, got {len(checkpoints)}")
+    paths = [checkpoint] if isinstance(checkpoint, Path) else list(checkpoint)
+    if not paths:
+        raise ExportError("no checkpoint to export")
     models, contracts = [], []
-    for path in checkpoints:
+    for path in paths:
         model, cfg, classes = load_checkpoint(path)
         models.append(model)
         contracts.append(contract_from_config(cfg, classes))
-    for path, contract in zip(checkpoints[1:], contracts[1:], strict=True):
+    for path, contract in zip(paths[1:], contracts[1:], strict=True):
         if contract != contracts[0]:
             diff = [
                 f"{f.name}: {getattr(contracts[0], f.name)!r} vs {getattr(contract, f.name)!r}"
                 for f in fields(contract)
                 if getattr(contract, f.name) != getattr(contracts[0], f.name)
             ]
-            raise ExportError(
-                f"{path} does not fit {checkpoints[0]} in one ensemble ({'; '.join(diff)})"
-            )
+            raise ExportError(f"{path} does not fit {paths[0]} in one model ({'; '.join(diff)})")
     contract = replace(contracts[0], threshold=threshold, confirm_s=confirm_s, members=len(models))
-    _write_verified(ProbabilityMean(models).eval(), contract, out, sample, atol)
+    net = models[0] if len(models) == 1 else ProbabilityMean(models).eval()
+    write_onnx(net, contract, out)
+    h, w = contract.input_size
+    channels = 3 * contract.window * contract.volumes
+    check_parity(net, out, sample if sample is not None else torch.randn(3, channels, h, w), atol)
     return contract
 
 
