@@ -849,8 +849,11 @@ def plot_tradeoff(runs: dict[str, Any], rows: list[str], path: Path) -> None:
         ax.axis("off")
     for ax in axes[:, 0]:
         ax.set_ylabel(f"falls detected (of {n_falls})", fontsize=8)
-    for ax in axes[-1, :]:
-        ax.set_xlabel(f"activity clips with a false event (of {n_adl})", fontsize=8)
+    for col in range(cols):  # the lowest panel of each column carries the x axis
+        last = axes[(len(points) - 1 - col) // cols, col] if col < len(points) else None
+        if last is not None:
+            last.tick_params(labelbottom=True)
+            last.set_xlabel(f"activity clips with a false event (of {n_adl})", fontsize=8)
     axes[0, 0].set_xlim(-0.5, n_adl + 0.5)
     axes[0, 0].set_ylim(-0.5, n_falls + 0.5)
     fig.suptitle(
