@@ -795,7 +795,8 @@ def row_family(name: str) -> tuple[str, str]:
     """(family, operating point) of a row name: the rows that share fold models (a recipe and
     decision rule) form a family; they differ in threshold, confirmation and calibration."""
     m = _ROW_NAME.match(name)
-    assert m is not None  # (the pattern matches any string)
+    if m is None:  # (every group is optional: any name matches)
+        raise ValueError(f"row name {name!r}")
     family = m["family"] + (" (retrained)" if m["note"] and "retrained" in m["note"] else "")
     point = f"@{m['thr'] or '0.5'}" + (f", {m['confirm']} s" if m["confirm"] else "")
     return family, ("calibrated " if m["cal"] else "") + point
