@@ -98,6 +98,11 @@ class Variant:
     members: int = 1
     members_of: str = ""
 
+    def operating_point(self) -> dict[str, Any]:
+        """What its exported models carry in their metadata (`export_onnx`'s keywords)."""
+        return {"threshold": self.threshold,
+                "confirm_s": self.confirm_s if self.three_state else None}  # fmt: skip
+
     def detection(self) -> dict[str, Any]:
         """The row's `detection` settings (the rest are the daemon's defaults)."""
         return {"confirm_s": self.confirm_s, "up_before_s": self.up_before_s,
@@ -650,10 +655,7 @@ def _train_and_export(
         resize=variant.resize,
         **states,  # type: ignore[arg-type]
     )
-    export_onnx(
-        train(cfg).best_checkpoint, export, threshold=variant.threshold,
-        confirm_s=variant.confirm_s if variant.three_state else None,
-    )  # fmt: skip
+    export_onnx(train(cfg).best_checkpoint, export, **variant.operating_point())
 
 
 def _fold_model(
@@ -672,8 +674,7 @@ def _fold_model(
             _fold_model(variant.members_of, base, first + i, fold, items, a) / "best.pt"
             for i in range(variant.members)
         ]
-        export_onnx(members, rundir / "model.onnx", threshold=variant.threshold,
-                        confirm_s=variant.confirm_s if variant.three_state else None)  # fmt: skip
+        export_onnx(members, rundir / "model.onnx", **variant.operating_point())
         return rundir
     test = [it for it in items if it.fold == fold]
     rest = [it for it in items if it.fold != fold]
@@ -708,8 +709,7 @@ def train_final(name: str, items: list[Item], a: argparse.Namespace, export: Pat
             base = VARIANTS[variant.members_of]
             _train_and_export(base, a, train_items, items, i, rundir, rundir / "model.onnx")
         members.append(rundir / "best.pt")
-    export_onnx(members, export, threshold=variant.threshold,
-                    confirm_s=variant.confirm_s if variant.three_state else None)  # fmt: skip
+    export_onnx(members, export, **variant.operating_point())
     return export
 
 

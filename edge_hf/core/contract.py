@@ -45,6 +45,12 @@ class ModelContract:
     # of their mean softmax, so the daemon's softmax gives the mean probabilities); 1: one model.
     members: int = 1
 
+    @property
+    def members_note(self) -> str:
+        """The words after the backbone's name for an ensemble ("" for a single model)."""
+        n = self.members
+        return f" x{n} (an ensemble: the mean of {n} models' probabilities)" if n > 1 else ""
+
     def to_metadata(self) -> dict[str, str]:
         extra = {"edge_hf.down_class": self.down_class} if self.down_class else {}
         if self.threshold is not None:

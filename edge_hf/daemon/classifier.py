@@ -117,9 +117,8 @@ class OnnxFallClassifier:
                 requested[0][0],
                 self.providers[0],
             )
-        members = self.contract.members
-        mean_of = f" (the mean of {members} models)" if members > 1 else ""
-        log.info("model %s%s on %s", path.name, mean_of, ", ".join(self.providers))
+        note = self.contract.members_note
+        log.info("model %s%s on %s", path.name, note, ", ".join(self.providers))
         self.on_cuda = self.providers[0] in (ORT_NAMES["tensorrt"], ORT_NAMES["cuda"])
         # The window stage runs where the model does: torch on CUDA (torch.cat + in-place
         # normalisation on the GPU, IO binding), NumPy on the CPU, where torch is never loaded.

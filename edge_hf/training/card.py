@@ -53,15 +53,11 @@ def write_card(
     c = read_contract(model)
     lat = cpu_latency_ms(model)
     size_mb = model.stat().st_size / 1e6
-    ensemble = (
-        f" x{c.members} (an ensemble: the mean of {c.members} models' probabilities)"
-        if c.members > 1
-        else ""
-    )
     lines = [
         f"# {model.name}",
         "",
-        f"- backbone: {c.backbone}{ensemble}, window T={c.window}, interval {c.interval_ms:g} ms "
+        f"- backbone: {c.backbone}{c.members_note}, window T={c.window}, "
+        f"interval {c.interval_ms:g} ms "
         f"(span {(c.window - 1) * c.interval_ms:g} ms), input {c.input_size[0]}x{c.input_size[1]}",
         f"- classes: {', '.join(c.classes)} (fall class: `{c.fall_class}`"
         + (f", down class: `{c.down_class}`)" if c.down_class else ")"),

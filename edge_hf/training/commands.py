@@ -117,9 +117,8 @@ def export(args: argparse.Namespace) -> int:
     contract = _export_fp32(args, Path(args.out))
     if contract is None:
         return 1
-    members = f" x{contract.members} (mean probability)" if contract.members > 1 else ""
     print(
-        f"wrote {args.out}: {contract.backbone}{members} T={contract.window} "
+        f"wrote {args.out}: {contract.backbone}{contract.members_note} T={contract.window} "
         f"classes={contract.classes}"
     )
     return 0

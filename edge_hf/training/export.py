@@ -121,9 +121,9 @@ def write_onnx(model: nn.Module, contract: ModelContract, out: Path) -> None:
     for key, value in contract.to_metadata().items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
-    members = f" x{contract.members} (mean probability)" if contract.members > 1 else ""
     proto.doc_string = (
-        f"edge_hf {contract.backbone}{members} T={contract.window} classes={list(contract.classes)}"
+        f"edge_hf {contract.backbone}{contract.members_note} T={contract.window} "
+        f"classes={list(contract.classes)}"
     )
     onnx.save(proto, str(out))
     try:
