@@ -34,7 +34,7 @@ def main() -> None:
     speed = interleaved_ms({na: Path(args.a), nb: Path(args.b)}, args.batches, args.repeats)
     for row in speed.values():
         row["a_over_b"] = round(row[f"{na}_ms"] / row[f"{nb}_ms"], 2)
-    print(json.dumps({"a": Path(args.a).name, "b": Path(args.b).name, **speed}))
+    print(json.dumps({"a": args.a, "b": args.b, **speed}))  # paths: fold models are all model.onnx
 
 
 if __name__ == "__main__":
