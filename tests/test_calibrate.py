@@ -152,7 +152,7 @@ def test_calibration_does_not_go_below_the_models_operating_point_unless_asked(
     config = load_config(_config(tmp_path, model=REAL_MODEL, extra_model="\n  threshold: 0.95"))
     lower = calibrate(config, "street", [VTEST], 0.0, margin=0.02, allow_lower=True)
     assert lower.floor == 0.0 and lower.threshold == pytest.approx(lower.quiet + 0.02)
-    assert 0.3 < lower.threshold < 0.95, "these pedestrians are quiet well below 0.95"
+    assert lower.quiet is not None and lower.p50 < lower.quiet < 0.9, "quiet well below 0.95"
     kept = calibrate(config, "street", [VTEST], 0.0, margin=0.02)
     assert kept.floor == 0.95 and kept.threshold == 0.95 and kept.quiet is None
     assert "the model's operating point" in kept.report()
