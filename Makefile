@@ -121,7 +121,7 @@ real-card: $(STAMP)
 # Real-footage benchmark (#15): leave one subject out over GMDCSA24's 4 subjects plus ASSIST-IoT as
 # a fifth fold, event-level through the daemon's replay and detector, vtest.avi for false alarms per
 # hour; rows T=1/3/5, time-shuffled, with/without ImageNet; 3 seeds. Resumable (runs.json); about
-# 15 min per row and seed on 2 cores. Writes benchmarks/results/real/{runs.json,results.md}.
+# 5 (112 px) to 11 (160 px) min per row and seed on 2 cores, alone. Writes benchmarks/results/real/{runs.json,results.md}.
 real-bench: $(STAMP)
 	$(PY) experiments/real_benchmark.py --out benchmarks/results/real
 
