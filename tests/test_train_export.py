@@ -359,15 +359,21 @@ def test_training_with_hard_negatives_mines_after_each_epoch_but_the_last(
     assert cfg.hard_negatives == 0.25, "the recipe is saved with the model"
 
 
-def test_backbone_lr_share_zero_trains_the_head_alone(synth_small: Path, tmp_path: Path) -> None:
+def test_backbone_lr_share_zero_trains_the_head_and_inflated_stem_alone(
+    synth_small: Path, tmp_path: Path
+) -> None:
     from edge_hf.training.train import param_groups
 
     model = build_model("mobilenet_v3_small", 3, 4, pretrained=None)
     groups = param_groups(model, 4, 1e-3, 0.0)
     assert [g["lr"] for g in groups] == [1e-3, 0.0]
     assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
-    head = model.classifier[-1]
-    assert {id(p) for p in groups[0]["params"]} == {id(p) for p in head.parameters()}
+    new = [*model.classifier[-1].parameters(), *model.features[0][0].parameters()]
+    assert {id(p) for p in groups[0]["params"]} == {id(p) for p in new}
+    # T=1: the stem is the RGB prior's own, trained at the backbone's rate.
+    rgb = build_model("mobilenet_v3_small", 1, 4, pretrained=None)
+    first = param_groups(rgb, 4, 1e-3, 0.0)[0]["params"]
+    assert {id(p) for p in first} == {id(p) for p in rgb.classifier[-1].parameters()}
     before = {k: v.clone() for k, v in model.named_parameters()}
     opt = torch.optim.AdamW(groups, weight_decay=0.1)
     model.train()
@@ -375,7 +381,7 @@ def test_backbone_lr_share_zero_trains_the_head_alone(synth_small: Path, tmp_pat
     loss.backward()
     opt.step()
     moved = {k for k, v in model.named_parameters() if not torch.equal(v, before[k])}
-    assert moved == {"classifier.3.weight", "classifier.3.bias"}, moved
+    assert moved == {"classifier.3.weight", "classifier.3.bias", "features.0.0.weight"}, moved
     run = train(_tiny(synth_small, tmp_path, epochs=1, backbone_lr=0.5))
     _, cfg, _ = load_checkpoint(run.best_checkpoint)
     assert cfg.backbone_lr == 0.5

@@ -198,14 +198,19 @@ def _run_epoch(
 def param_groups(
     model: nn.Module, num_classes: int, lr: float, backbone_share: float
 ) -> list[dict[str, Any]]:
-    """The new head (every Linear layer with one output per class) at `lr`, the rest at
-    `lr * backbone_share`."""
+    """The new layers at `lr`, the rest at `lr * backbone_share`. New: the head (every Linear
+    layer with one output per class) and an inflated stem (the first conv, when it takes more
+    than 3 channels): the stem is where the frames of a window meet, so it is the layer that
+    has to learn motion, which no RGB prior holds."""
     head = [
         p
         for m in model.modules()
         if isinstance(m, nn.Linear) and m.out_features == num_classes
         for p in m.parameters()
     ]
+    stem = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
+    if stem is not None and stem.in_channels > 3:
+        head += list(stem.parameters())
     ids = {id(p) for p in head}
     rest = [p for p in model.parameters() if id(p) not in ids]
     groups = [{"params": head, "lr": lr}, {"params": rest, "lr": lr * backbone_share}]
