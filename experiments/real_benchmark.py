@@ -97,6 +97,7 @@ class Variant:
     # k*members ... k*members + members - 1 (trained first where missing): no shared member.
     members: int = 1
     members_of: str = ""
+    hflip_tta: bool = False  # an ensemble row: each member also sees the window mirrored
 
     def operating_point(self) -> dict[str, Any]:
         """What its exported models carry in their metadata (`export_onnx`'s keywords)."""
@@ -161,6 +162,9 @@ ENSEMBLE_RECIPE = replace(
 # The backbone-rate row (its comment in VARIANTS).
 BACKBONE_LR_ROW = "lite0 T=3 ImageNet falling+down 160px, backbone lr 0.1"
 BACKBONE_LR_RECIPE = replace(THREE_STATE, input_size=160, backbone_lr=0.1)
+BACKBONE_LR_ENSEMBLE = replace(
+    BACKBONE_LR_RECIPE, members=3, members_of=f"{BACKBONE_LR_ROW}, confirm 2 s"
+)
 
 VARIANTS: dict[str, Variant] = {
     "lite0 T=3 ImageNet": Variant("efficientnet_lite0", 3, "imagenet"),
@@ -252,6 +256,13 @@ VARIANTS: dict[str, Variant] = {
     # (the one layer that sees time, which no RGB prior holds) at the full rate.
     **_operating_points(BACKBONE_LR_ROW, BACKBONE_LR_RECIPE),
     **_calibrated(BACKBONE_LR_ROW, BACKBONE_LR_RECIPE),
+    # Test-time augmentation: the ensemble's members also see each window mirrored (training
+    # flips half of its windows, so both are in-distribution); the same members, twice the
+    # compute. Its seeds share their members with the ensemble row's: a paired comparison.
+    **_operating_points(f"{ENSEMBLE_ROW}, mirrored too", replace(ENSEMBLE_RECIPE, hflip_tta=True)),
+    **_calibrated(f"{ENSEMBLE_ROW}, mirrored too", replace(ENSEMBLE_RECIPE, hflip_tta=True)),
+    **_operating_points(f"{BACKBONE_LR_ROW}, 3-seed ensemble", BACKBONE_LR_ENSEMBLE),
+    **_calibrated(f"{BACKBONE_LR_ROW}, 3-seed ensemble", BACKBONE_LR_ENSEMBLE),
 }
 CALIBRATION_MARGIN = 0.05  # edge-hf calibrate's default
 VTEST_CALIBRATION_S = 40.0  # vtest.avi calibrates on its first 40 s, is scored on the rest
@@ -678,7 +689,9 @@ def _fold_model(
             _fold_model(variant.members_of, base, first + i, fold, items, a) / "best.pt"
             for i in range(variant.members)
         ]
-        export_onnx(members, rundir / "model.onnx", **variant.operating_point())
+        export_onnx(
+            members, rundir / "model.onnx", hflip=variant.hflip_tta, **variant.operating_point()
+        )
         return rundir
     test = [it for it in items if it.fold == fold]
     rest = [it for it in items if it.fold != fold]

@@ -178,6 +178,35 @@ def test_an_ensemble_gives_the_mean_of_its_members_probabilities(
     np.testing.assert_allclose(probs(cli), probs(path), atol=1e-6)
 
 
+def test_a_mirrored_export_averages_each_window_and_its_mirror_image(
+    trained: Path, tmp_path: Path
+) -> None:
+    # A random ResNet-18 of the same recipe (the tiny MobileNet run answers the same to any
+    # window: a test of mirroring needs a model that tells left from right).
+    _, cfg, classes = load_checkpoint(trained)
+    torch.manual_seed(0)
+    net = build_model("resnet18", cfg.window, len(classes), pretrained=None)
+    model = tmp_path / "resnet.pt"
+    save_checkpoint(model, net, replace(cfg, backbone="resnet18"), classes)
+    plain, mirrored = tmp_path / "plain.onnx", tmp_path / "mirrored.onnx"
+    export_onnx(model, plain)
+    export_onnx(model, mirrored, hflip=True)
+    x = torch.randn(4, 9, 64, 64).numpy()
+    x[..., :20] += 2.0  # a bright left edge: its mirror image is another window
+
+    def probs(p: Path, v: np.ndarray) -> np.ndarray:
+        session = ort.InferenceSession(str(p), providers=["CPUExecutionProvider"])
+        return _softmax(session.run(None, {"hyperframe": v})[0])
+
+    one, flipped = probs(plain, x), probs(plain, np.ascontiguousarray(x[..., ::-1]))
+    assert np.abs(one - flipped).max() > 1e-3, "the model must see a mirrored window differently"
+    np.testing.assert_allclose(probs(mirrored, x), (one + flipped) / 2, atol=1e-5)
+    # A mirror-symmetric answer: the window and its mirror image score the same.
+    np.testing.assert_allclose(
+        probs(mirrored, x), probs(mirrored, np.ascontiguousarray(x[..., ::-1])), atol=1e-5
+    )
+
+
 def test_an_ensemble_refuses_members_built_for_other_windows(
     trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
