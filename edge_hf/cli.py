@@ -269,6 +269,10 @@ def _training_commands(
     p.add_argument("--threshold", type=float, help="operating point: fall threshold it ships with")
     p.add_argument("--confirm-s", type=float, help="operating point: detection.confirm_s")
     p.add_argument(
+        "--mirrored", action="store_true",
+        help="score each window also mirrored left-right and average (twice the compute)",
+    )  # fmt: skip
+    p.add_argument(
         "--int8", action="store_true",
         help="write an int8 QDQ model (ONNX Runtime static quantisation; --checkpoint may then "
         "also be an exported fp32 .onnx)",

@@ -189,8 +189,11 @@ def test_a_mirrored_export_averages_each_window_and_its_mirror_image(
     model = tmp_path / "resnet.pt"
     save_checkpoint(model, net, replace(cfg, backbone="resnet18"), classes)
     plain, mirrored = tmp_path / "plain.onnx", tmp_path / "mirrored.onnx"
-    export_onnx(model, plain)
-    export_onnx(model, mirrored, hflip=True)
+    assert not export_onnx(model, plain).mirrored
+    contract = export_onnx(model, mirrored, hflip=True)
+    meta = {p.key: p.value for p in onnx.load(str(mirrored)).metadata_props}
+    assert meta["edge_hf.mirrored"] == "1" and ModelContract.from_metadata(meta) == contract
+    assert contract.members_note == ", each window also seen mirrored"
     x = torch.randn(4, 9, 64, 64).numpy()
     x[..., :20] += 2.0  # a bright left edge: its mirror image is another window
 
@@ -205,6 +208,12 @@ def test_a_mirrored_export_averages_each_window_and_its_mirror_image(
     np.testing.assert_allclose(
         probs(mirrored, x), probs(mirrored, np.ascontiguousarray(x[..., ::-1])), atol=1e-5
     )
+    cli = tmp_path / "cli.onnx"
+    assert main(["export", "--checkpoint", str(model), "--mirrored", "--out", str(cli)]) == 0
+    np.testing.assert_allclose(probs(cli, x), probs(mirrored, x), atol=1e-6)
+    meta["edge_hf.mirrored"] = "yes"
+    with pytest.raises(ValueError, match="mirrored 'yes' \\(0 or 1\\)"):
+        ModelContract.from_metadata(meta)
 
 
 def test_an_ensemble_refuses_members_built_for_other_windows(

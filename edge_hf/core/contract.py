@@ -44,12 +44,17 @@ class ModelContract:
     # Models averaged into this one (`export_onnx` of several checkpoints: its output is the log
     # of their mean softmax, so the daemon's softmax gives the mean probabilities); 1: one model.
     members: int = 1
+    # Each window is also scored mirrored left-right and the probabilities averaged over both
+    # views (test-time augmentation inside the ONNX graph): twice the compute per window.
+    mirrored: bool = False
 
     @property
     def members_note(self) -> str:
-        """The words after the backbone's name for an ensemble ("" for a single model)."""
+        """The words after the backbone's name for an ensemble or a mirrored model ("" for a
+        single plain model)."""
         n = self.members
-        return f" x{n} (an ensemble: the mean of {n} models' probabilities)" if n > 1 else ""
+        note = f" x{n} (an ensemble: the mean of {n} models' probabilities)" if n > 1 else ""
+        return note + (", each window also seen mirrored" if self.mirrored else "")
 
     def to_metadata(self) -> dict[str, str]:
         extra = {"edge_hf.down_class": self.down_class} if self.down_class else {}
@@ -71,6 +76,7 @@ class ModelContract:
             "edge_hf.volumes": str(self.volumes),
             "edge_hf.resize": self.resize,
             "edge_hf.members": str(self.members),
+            "edge_hf.mirrored": "1" if self.mirrored else "0",
         }
 
     @classmethod
@@ -108,6 +114,7 @@ class ModelContract:
                 confirm_s=_float_or_none(meta.get("edge_hf.confirm_s")),
                 resize=meta.get("edge_hf.resize", "area"),
                 members=int(meta.get("edge_hf.members", "1")),
+                mirrored=_flag(meta.get("edge_hf.mirrored", "0"), "mirrored"),
             )
         except (ValueError, IndexError, TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{source}: bad edge_hf metadata ({exc})") from None
@@ -143,6 +150,12 @@ class ModelContract:
 
 def _float_or_none(text: str | None) -> float | None:
     return float(text) if text not in (None, "") else None
+
+
+def _flag(text: str, key: str) -> bool:
+    if text not in ("0", "1"):
+        raise ValueError(f"{key} {text!r} (0 or 1)")
+    return text == "1"
 
 
 def _varint(f: BinaryIO) -> int | None:

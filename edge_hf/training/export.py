@@ -97,7 +97,9 @@ def export_onnx(
                 if getattr(contract, f.name) != getattr(contracts[0], f.name)
             ]
             raise ExportError(f"{path} does not fit {paths[0]} in one model ({'; '.join(diff)})")
-    contract = replace(contracts[0], threshold=threshold, confirm_s=confirm_s, members=len(models))
+    contract = replace(
+        contracts[0], threshold=threshold, confirm_s=confirm_s, members=len(models), mirrored=hflip
+    )
     net = models[0] if len(models) == 1 and not hflip else ProbabilityMean(models, hflip).eval()
     write_onnx(net, contract, out)
     h, w = contract.input_size
