@@ -97,7 +97,7 @@ class Variant:
     # k*members ... k*members + members - 1 (trained first where missing): no shared member.
     members: int = 1
     members_of: str = ""
-    hflip_tta: bool = False  # an ensemble row: each member also sees the window mirrored
+    mirrored: bool = False  # an ensemble row: each member also sees the window mirrored
 
     def operating_point(self) -> dict[str, Any]:
         """What its exported models carry in their metadata (`export_onnx`'s keywords)."""
@@ -259,8 +259,8 @@ VARIANTS: dict[str, Variant] = {
     # Test-time augmentation: the ensemble's members also see each window mirrored (training
     # flips half of its windows, so both are in-distribution); the same members, twice the
     # compute. Its seeds share their members with the ensemble row's: a paired comparison.
-    **_operating_points(f"{ENSEMBLE_ROW}, mirrored too", replace(ENSEMBLE_RECIPE, hflip_tta=True)),
-    **_calibrated(f"{ENSEMBLE_ROW}, mirrored too", replace(ENSEMBLE_RECIPE, hflip_tta=True)),
+    **_operating_points(f"{ENSEMBLE_ROW}, mirrored too", replace(ENSEMBLE_RECIPE, mirrored=True)),
+    **_calibrated(f"{ENSEMBLE_ROW}, mirrored too", replace(ENSEMBLE_RECIPE, mirrored=True)),
     **_operating_points(f"{BACKBONE_LR_ROW}, 3-seed ensemble", BACKBONE_LR_ENSEMBLE),
     **_calibrated(f"{BACKBONE_LR_ROW}, 3-seed ensemble", BACKBONE_LR_ENSEMBLE),
 }
@@ -690,7 +690,7 @@ def _fold_model(
             for i in range(variant.members)
         ]
         export_onnx(
-            members, rundir / "model.onnx", hflip=variant.hflip_tta, **variant.operating_point()
+            members, rundir / "model.onnx", hflip=variant.mirrored, **variant.operating_point()
         )
         return rundir
     test = [it for it in items if it.fold == fold]
@@ -726,7 +726,7 @@ def train_final(name: str, items: list[Item], a: argparse.Namespace, export: Pat
             base = VARIANTS[variant.members_of]
             _train_and_export(base, a, train_items, items, i, rundir, rundir / "model.onnx")
         members.append(rundir / "best.pt")
-    export_onnx(members, export, **variant.operating_point())
+    export_onnx(members, export, hflip=variant.mirrored, **variant.operating_point())
     return export
 
 
