@@ -690,7 +690,7 @@ def _fold_model(
             for i in range(variant.members)
         ]
         export_onnx(
-            members, rundir / "model.onnx", hflip=variant.mirrored, **variant.operating_point()
+            members, rundir / "model.onnx", mirrored=variant.mirrored, **variant.operating_point()
         )
         return rundir
     test = [it for it in items if it.fold == fold]
@@ -726,7 +726,7 @@ def train_final(name: str, items: list[Item], a: argparse.Namespace, export: Pat
             base = VARIANTS[variant.members_of]
             _train_and_export(base, a, train_items, items, i, rundir, rundir / "model.onnx")
         members.append(rundir / "best.pt")
-    export_onnx(members, export, hflip=variant.mirrored, **variant.operating_point())
+    export_onnx(members, export, mirrored=variant.mirrored, **variant.operating_point())
     return export
 
 

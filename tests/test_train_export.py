@@ -190,7 +190,7 @@ def test_a_mirrored_export_averages_each_window_and_its_mirror_image(
     save_checkpoint(model, net, replace(cfg, backbone="resnet18"), classes)
     plain, mirrored = tmp_path / "plain.onnx", tmp_path / "mirrored.onnx"
     assert not export_onnx(model, plain).mirrored
-    contract = export_onnx(model, mirrored, hflip=True)
+    contract = export_onnx(model, mirrored, mirrored=True)
     meta = {p.key: p.value for p in onnx.load(str(mirrored)).metadata_props}
     assert meta["edge_hf.mirrored"] == "1" and ModelContract.from_metadata(meta) == contract
     assert contract.members_note == ", each window also seen mirrored"

@@ -47,17 +47,17 @@ class ProbabilityMean(nn.Module):
     The output stays a valid logit vector for the daemon (softmax(log p) = p), so an ensemble
     runs through the classifier, calibration and detector unchanged, in one ONNX session.
 
-    `hflip`: each member also sees the window mirrored left-right (the same flip on every
+    `mirrored`: each member also sees the window mirrored left-right (the same flip on every
     frame, as in training), and the mean runs over both views: twice the compute per window.
     """
 
-    def __init__(self, members: list[nn.Module], hflip: bool = False) -> None:
+    def __init__(self, members: list[nn.Module], mirrored: bool = False) -> None:
         super().__init__()
         self.members = nn.ModuleList(members)
-        self.hflip = hflip
+        self.mirrored = mirrored
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        views = [x, x.flip(-1)] if self.hflip else [x]
+        views = [x, x.flip(-1)] if self.mirrored else [x]
         probs = torch.stack([m(v).softmax(dim=1) for m in self.members for v in views])
         return probs.mean(dim=0).clamp_min(1e-12).log()  # (no mass on a class: still finite)
 
@@ -69,14 +69,14 @@ def export_onnx(
     sample: torch.Tensor | None = None,
     threshold: float | None = None,
     confirm_s: float | None = None,
-    hflip: bool = False,
+    mirrored: bool = False,
 ) -> ModelContract:
     """Write `out` from `checkpoint`, then run the ONNX checker and an ORT-vs-PyTorch parity check.
 
     Several checkpoints (one recipe, other seeds) become one model, `ProbabilityMean`, with
     their shared contract (`members` = how many); an ExportError names the first contract key
     on which they differ (a window built for one would be wrong for another).
-    `hflip`: the mean also over each window mirrored (test-time augmentation, `ProbabilityMean`).
+    `mirrored`: the mean also over each window mirrored (test-time augmentation, `ProbabilityMean`).
     `threshold` / `confirm_s` record the operating point the model was benchmarked at: the daemon
     uses them unless its config sets `model.threshold` / `detection.confirm_s`.
     Raises ExportError when the checker fails or the largest logit difference exceeds `atol`.
@@ -98,9 +98,15 @@ def export_onnx(
             ]
             raise ExportError(f"{path} does not fit {paths[0]} in one model ({'; '.join(diff)})")
     contract = replace(
-        contracts[0], threshold=threshold, confirm_s=confirm_s, members=len(models), mirrored=hflip
+        contracts[0],
+        threshold=threshold,
+        confirm_s=confirm_s,
+        members=len(models),
+        mirrored=mirrored,
     )
-    net = models[0] if len(models) == 1 and not hflip else ProbabilityMean(models, hflip).eval()
+    net = (
+        models[0] if len(models) == 1 and not mirrored else ProbabilityMean(models, mirrored).eval()
+    )
     write_onnx(net, contract, out)
     h, w = contract.input_size
     channels = 3 * contract.window * contract.volumes
