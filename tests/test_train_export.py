@@ -403,14 +403,14 @@ def test_backbone_lr_share_zero_trains_the_head_and_inflated_stem_alone(
     from edge_hf.training.train import param_groups
 
     model = build_model("mobilenet_v3_small", 3, 4, pretrained=None)
-    groups = param_groups(model, 4, 1e-3, 0.0)
+    groups = param_groups(model, "mobilenet_v3_small", 4, 1e-3, 0.0)
     assert [g["lr"] for g in groups] == [1e-3, 0.0]
     assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
     new = [*model.classifier[-1].parameters(), *model.features[0][0].parameters()]
     assert {id(p) for p in groups[0]["params"]} == {id(p) for p in new}
     # T=1: the stem is the RGB prior's own, trained at the backbone's rate.
     rgb = build_model("mobilenet_v3_small", 1, 4, pretrained=None)
-    first = param_groups(rgb, 4, 1e-3, 0.0)[0]["params"]
+    first = param_groups(rgb, "mobilenet_v3_small", 4, 1e-3, 0.0)[0]["params"]
     assert {id(p) for p in first} == {id(p) for p in rgb.classifier[-1].parameters()}
     before = {k: v.clone() for k, v in model.named_parameters()}
     opt = torch.optim.AdamW(groups, weight_decay=0.1)

@@ -124,6 +124,11 @@ def _first_conv_path(name: str) -> tuple[str, ...]:
     return ("features", "0", "0")  # mobilenet_v3_*, efficientnet_b0
 
 
+def stem_conv(model: nn.Module, backbone: str) -> nn.Module:
+    """The first conv of a `build_model` network (the one inflated to 3T channels)."""
+    return model.get_submodule(".".join(_first_conv_path(backbone)))
+
+
 def _swap_module(
     model: nn.Module, path: tuple[str, ...], make: Callable[[nn.Module], nn.Module]
 ) -> None:

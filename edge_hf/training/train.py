@@ -33,7 +33,7 @@ from edge_hf.training.data import (
     decode_clips,
     load_clips,
 )
-from edge_hf.training.models import build_model, freeze_batchnorm
+from edge_hf.training.models import build_model, freeze_batchnorm, stem_conv
 from edge_hf.training.scores import classification_report, predict_clips
 
 log = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ def _run_epoch(
 
 
 def param_groups(
-    model: nn.Module, num_classes: int, lr: float, backbone_share: float
+    model: nn.Module, backbone: str, num_classes: int, lr: float, backbone_share: float
 ) -> list[dict[str, Any]]:
     """The new layers at `lr`, the rest at `lr * backbone_share`. New: the head (every Linear
     layer with one output per class) and an inflated stem (the first conv, when it takes more
@@ -208,8 +208,8 @@ def param_groups(
         if isinstance(m, nn.Linear) and m.out_features == num_classes
         for p in m.parameters()
     ]
-    stem = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
-    if stem is not None and stem.in_channels > 3:
+    stem = stem_conv(model, backbone)
+    if isinstance(stem, nn.Conv2d) and stem.in_channels > 3:
         head += list(stem.parameters())
     ids = {id(p) for p in head}
     rest = [p for p in model.parameters() if id(p) not in ids]
@@ -321,7 +321,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     if cfg.init_from:
         _init_from_checkpoint(model, Path(cfg.init_from), cfg)
     model.to(device)
-    groups = param_groups(model, len(classes), cfg.lr, cfg.backbone_lr)
+    groups = param_groups(model, cfg.backbone, len(classes), cfg.lr, cfg.backbone_lr)
     opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
     steps = max(1, cfg.epochs * len(loader))
     sched = torch.optim.lr_scheduler.OneCycleLR(
