@@ -194,6 +194,7 @@ VARIANTS: dict[str, Variant] = {
     **_operating_points(
         "lite0 T=3 ImageNet falling+down 224px", replace(THREE_STATE, input_size=224)
     ),
+    **_calibrated("lite0 T=3 ImageNet falling+down 224px", replace(THREE_STATE, input_size=224)),
     # A quarter of each epoch's windows from the daily-activity (and pre-fall) windows the model
     # scored most like a fall or a person down after the epoch before.
     **_operating_points(
