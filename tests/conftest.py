@@ -6,7 +6,9 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import onnxruntime as ort
 import pytest
+import torch
 
 from edge_hf.training.synth import generate, write_video
 
@@ -61,20 +63,40 @@ def frame_number(frame: np.ndarray) -> int:
     return sum(1 << b for b, on in enumerate(bits) if on)
 
 
-@pytest.fixture(scope="session")
-def tiny_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An untrained but real edge_hf export (mobilenet_v3_small, T=3, 64x64, 6 classes)."""
+def _random_export(out: Path, backbone: str) -> Path:
+    """An untrained but real edge_hf export of `backbone` (T=3, 64x64, 6 classes), checked to
+    answer differently to different windows (a random MobileNetV3-small does not in eval mode:
+    tests of parity on such a model could not fail)."""
     from edge_hf.training.export import export_onnx
     from edge_hf.training.models import build_model
     from edge_hf.training.synth import CLASSES
     from edge_hf.training.train import TrainConfig, save_checkpoint
 
-    out = tmp_path_factory.mktemp("tiny_model")
-    cfg = TrainConfig(data="none", backbone="mobilenet_v3_small", input_size=64)
+    torch.manual_seed(0)
+    cfg = TrainConfig(data="none", backbone=backbone, input_size=64)
     model = build_model(cfg.backbone, cfg.window, len(CLASSES))
     save_checkpoint(out / "tiny.pt", model, cfg, sorted(CLASSES))
-    export_onnx(out / "tiny.pt", out / "tiny.onnx")
-    return out / "tiny.onnx"
+    path = out / "tiny.onnx"
+    export_onnx(out / "tiny.pt", path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).standard_normal((4, 9, 64, 64)).astype(np.float32)
+    logits = session.run(None, {session.get_inputs()[0].name: x})[0]
+    assert logits.std(axis=0).mean() > 1e-3, f"fixture {backbone} is input-independent"
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random efficientnet_lite0 export (the shipped backbone; `_random_export`)."""
+    return _random_export(tmp_path_factory.mktemp("tiny_model"), "efficientnet_lite0")
+
+
+@pytest.fixture(scope="session")
+def tiny_resnet_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random resnet18 export (`_random_export`): where a test needs int8 to stay close to
+    fp32. A random lite0's int8 error is larger than the spread of its logits between windows
+    (untrained depthwise convs quantise poorly); the shipped model's is measured by make bench."""
+    return _random_export(tmp_path_factory.mktemp("tiny_resnet"), "resnet18")
 
 
 SHIPPED_MODEL = (

@@ -25,8 +25,9 @@ def calib(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_export_int8_writes_a_qdq_model_the_daemon_can_run(
-    tiny_onnx: Path, calib: Path, tmp_path: Path
+    tiny_resnet_onnx: Path, calib: Path, tmp_path: Path
 ) -> None:
+    tiny_onnx = tiny_resnet_onnx
     out = tmp_path / "tiny-int8.onnx"
     proc = subprocess.run(
         [sys.executable, "-m", "edge_hf.cli", "export", "--checkpoint", str(tiny_onnx), "--out",
@@ -51,7 +52,9 @@ def test_export_int8_writes_a_qdq_model_the_daemon_can_run(
     a = open_session(tiny_onnx).run(None, {INPUT_NAME: windows})[0]
     b = open_session(out).run(None, {INPUT_NAME: windows})[0]
     assert not np.allclose(a, b, atol=1e-6), "really quantised"
-    assert np.abs(a - b).max() < 0.5 * (np.abs(a).max() + 1e-6) + 0.5, "and close to fp32"
+    # Close to fp32: the int8 error is small next to how much the logits move between windows.
+    assert np.abs(a - b).mean() < 0.5 * a.std(axis=0).mean(), "and close to fp32"
+    assert (a.argmax(axis=1) == b.argmax(axis=1)).mean() >= 0.9
     assert out.stat().st_size < 0.5 * tiny_onnx.stat().st_size, "int8 weights"
 
 
