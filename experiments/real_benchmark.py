@@ -105,6 +105,14 @@ class Variant:
         return {"threshold": self.threshold,
                 "confirm_s": self.confirm_s if self.three_state else None}  # fmt: skip
 
+    def own_recipe(self, a: argparse.Namespace) -> dict[str, Any]:
+        """The training settings where the row departs from the command line's recipe."""
+        return {
+            "epochs": self.epochs or a.epochs,
+            "samples_per_clip": self.samples_per_clip or a.samples_per_clip,
+            "camera_aug": a.camera_aug if self.camera_aug is None else self.camera_aug,
+        }
+
     def detection(self) -> dict[str, Any]:
         """The row's `detection` settings (the rest are the daemon's defaults)."""
         return {"confirm_s": self.confirm_s, "up_before_s": self.up_before_s,
@@ -682,12 +690,10 @@ def _train_and_export(
         interval_ms=variant.interval_ms,
         seed=seed,
         out=str(rundir),
-        epochs=variant.epochs or a.epochs,
-        samples_per_clip=variant.samples_per_clip or a.samples_per_clip,
+        **variant.own_recipe(a),
         hard_negatives=variant.hard_negatives,
         backbone_lr=variant.backbone_lr,
         max_offset_steps=variant.offset_steps,
-        camera_aug=a.camera_aug if variant.camera_aug is None else variant.camera_aug,
         resize=variant.resize,
         **states,  # type: ignore[arg-type]
     )
@@ -961,11 +967,7 @@ def main() -> None:
                 continue
             v = VARIANTS[name]
             result = run_variant_seed(name, v, seed, items, a)
-            own = {
-                "epochs": v.epochs or a.epochs,
-                "samples_per_clip": v.samples_per_clip or a.samples_per_clip,
-                "camera_aug": a.camera_aug if v.camera_aug is None else v.camera_aug,
-            }
+            own = v.own_recipe(a)
             save(key, {"variant": name, "seed": seed, "recipe": {**recipe, **own}, **result})
 
 
