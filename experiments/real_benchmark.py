@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from edge_hf.core.zoom import ZoomSettings, zoom_video
 from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.calibrate import quiet_point, suggested_threshold
 from edge_hf.daemon.config import Config, DetectionConfig
@@ -99,6 +100,9 @@ class Variant:
     members: int = 1
     members_of: str = ""
     mirrored: bool = False  # an ensemble row: each member also sees the window mirrored
+    # Every clip (and vtest.avi) as a motion-zoomed camera would see it (`zoomed_items`), in
+    # training and replay alike.
+    zoom: bool = False
 
     def operating_point(self) -> dict[str, Any]:
         """What its exported models carry in their metadata (`export_onnx`'s keywords)."""
@@ -180,6 +184,9 @@ CAMERA_AUG_RECIPE = replace(THREE_STATE, input_size=160, camera_aug=0.8)
 CAMERA_AUG_ENSEMBLE = replace(
     CAMERA_AUG_RECIPE, members=3, members_of=f"{CAMERA_AUG_ROW}, confirm 2 s"
 )
+# The motion-zoom row (its comment in VARIANTS).
+ZOOM_ROW = "lite0 T=3 ImageNet falling+down 160px, motion zoom"
+ZOOM_RECIPE = replace(THREE_STATE, input_size=160, zoom=True)
 
 VARIANTS: dict[str, Variant] = {
     "lite0 T=3 ImageNet": Variant("efficientnet_lite0", 3, "imagenet"),
@@ -291,6 +298,12 @@ VARIANTS: dict[str, Variant] = {
     **_calibrated(CAMERA_AUG_ROW, CAMERA_AUG_RECIPE),
     **_operating_points(f"{CAMERA_AUG_ROW}, 3-seed ensemble", CAMERA_AUG_ENSEMBLE),
     **_calibrated(f"{CAMERA_AUG_ROW}, 3-seed ensemble", CAMERA_AUG_ENSEMBLE),
+    # The misses are small people far from the camera, and each room frames its people at its
+    # own scale: a crop that follows the motion of the last 1.5 s (edge_hf.core.zoom, up to 2x,
+    # moved only when the motion leaves it) brings them closer and to a more common size. The
+    # clips are rendered zoomed once (experiments/zoomed_clips.py shows them); 160 px recipe.
+    **_operating_points(ZOOM_ROW, ZOOM_RECIPE),
+    **_calibrated(ZOOM_ROW, ZOOM_RECIPE),
 }
 CALIBRATION_MARGIN = 0.05  # edge-hf calibrate's default
 VTEST_CALIBRATION_S = 40.0  # vtest.avi calibrates on its first 40 s, is scored on the rest
@@ -402,6 +415,32 @@ def base_config(a: argparse.Namespace) -> TrainConfig:
         max_offset_steps=2,
         cache_dir=str(Path(a.out) / "cache"),
     )
+
+
+ZOOM_WIDTH = 320  # zoomed clips are written this wide: twice the 160 px rows' input
+
+
+def zoomed_items(
+    items: list[Item], vtest: Path, out: Path, interval_s: float
+) -> tuple[list[Item], Path]:
+    """`items` and vtest.avi rendered motion-zoomed (`edge_hf.core.zoom.zoom_video`, each view's
+    crop first) into `out`, once: the items point at the zoomed files, with no crop."""
+    zoomed = []
+    for it in [*items, Item("V", "vtest", vtest, "adl", None, None, None, "")]:
+        dst = out / f"{it.path.stem}_{it.crop.replace(',', '-') or 'full'}.avi"
+        if not dst.exists():
+            box = tuple(int(v) for v in it.crop.split(",")) if it.crop else None
+            stats = zoom_video(it.path, box, dst, interval_s, ZOOM_WIDTH, ZoomSettings(), it.fps)  # type: ignore[arg-type]
+            log.info("zoomed %s: %s", dst.name, stats)
+        zoomed.append(replace(it, path=dst.resolve(), crop=""))
+    return zoomed[:-1], zoomed[-1].path
+
+
+def _inputs(variant: Variant, items: list[Item], a: argparse.Namespace) -> tuple[list[Item], Path]:
+    """The clips and vtest.avi a row trains and replays on: as recorded, or motion-zoomed."""
+    if not variant.zoom:
+        return items, Path(a.vtest)
+    return zoomed_items(items, Path(a.vtest), Path(a.out) / "zoomed", variant.interval_ms / 1000)
 
 
 def _camera_name(it: Item, view: int) -> str:
@@ -720,10 +759,11 @@ def _fold_model(
             members, rundir / "model.onnx", mirrored=variant.mirrored, **variant.operating_point()
         )
         return rundir
+    items, vtest = _inputs(variant, items, a)
     test = [it for it in items if it.fold == fold]
     rest = [it for it in items if it.fold != fold]
     if variant.vtest_negatives:
-        rest += vtest_negatives(Path(a.vtest))
+        rest += vtest_negatives(vtest)
     _train_and_export(variant, a, rest, test, seed, rundir, rundir / "model.onnx")
     log.info("%s seed %d fold %s: %.0f s", name, seed, fold, time.perf_counter() - t0)
     return rundir
@@ -742,7 +782,8 @@ def train_final(name: str, items: list[Item], a: argparse.Namespace, export: Pat
     """The shipped model: the variant's recipe on every clip of both datasets (seed 0; an
     ensemble row: its members' recipe, seeds 0 .. members - 1, averaged)."""
     variant = VARIANTS[name]
-    train_items = items + (vtest_negatives(Path(a.vtest)) if variant.vtest_negatives else [])
+    items, vtest = _inputs(variant, items, a)
+    train_items = items + (vtest_negatives(vtest) if variant.vtest_negatives else [])
     if variant.members == 1:
         _train_and_export(variant, a, train_items, items, 0, Path(a.out) / "final", export)
         return export
@@ -763,12 +804,13 @@ def replay_variant_seed(
     """Replay each fold's exported model on its held-out clips (and vtest); the summed result."""
     all_clips: list[dict[str, Any]] = []
     vtest_events, vtest_hours = 0, 0.0
+    v = VARIANTS[name]
+    items, vtest = _inputs(v, items, a)
     for fold in FOLDS:
         rundir = _rundir(Path(a.out), name, seed, fold)
         test = [it for it in items if it.fold == fold]
-        v = VARIANTS[name]
         clips, ev, hours = run_fold_model(
-            rundir / "model.onnx", test, Path(a.vtest), rundir / "state", v.threshold,
+            rundir / "model.onnx", test, vtest, rundir / "state", v.threshold,
             v.detection(), v.calibrated, v.vtest_negatives,
         )  # fmt: skip
         all_clips += clips
