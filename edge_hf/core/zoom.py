@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from edge_hf.core.hyperframe import nearest_index
-
-Crop = tuple[int, int, int, int]  # x, y, width, height in pixels of the source frame
+from edge_hf.core.video import Crop, VideoError
 
 
 @dataclass(frozen=True)
@@ -123,50 +122,65 @@ class MotionZoom:
         return x, y, min(round(w), self.width - x), min(round(h), self.height - y)
 
 
-def _tick_frames(n_frames: int, fps: float, interval_s: float) -> set[int]:
-    """The frames the daemon would sample: the one nearest each tick k * interval_s."""
-    ticks = math.ceil(n_frames / fps / interval_s) + 1
-    return {nearest_index(k * interval_s, fps, n_frames) for k in range(ticks)}
+def _frames(src: Path, crop: Crop | None) -> Iterator[tuple[np.ndarray, bool]]:
+    """(frame, is it the last) of `src`, its `crop` region, one frame read ahead."""
+    cap = cv2.VideoCapture(str(src))
+    try:
+        ok, frame = cap.read()
+        if not ok:
+            raise VideoError(f"{src}: no frame could be decoded; is it a video file?")
+        while ok:
+            ok, following = cap.read()
+            if crop is not None:
+                x, y, w, h = crop
+                frame = frame[y : y + h, x : x + w]
+            yield frame, not ok
+            frame = following
+    finally:
+        cap.release()
 
 
 def zoom_video(
     src: Path, crop: Crop | None, dst: Path, interval_s: float, width: int,
     settings: ZoomSettings, fps: float | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Write `src` (its `crop` region) motion-zoomed to `dst` (MJPG); how much it zoomed."""
-    cap = cv2.VideoCapture(str(src))
-    fps = fps or cap.get(cv2.CAP_PROP_FPS) or 30.0
-    frames = []
-    while True:
-        ok, frame = cap.read()
-        if not ok:
-            break
-        if crop is not None:
-            x, y, w, h = crop
-            frame = frame[y : y + h, x : x + w]
-        frames.append(frame)
-    cap.release()
-    if not frames:
-        raise SystemExit(f"{src}: no frame could be decoded")
-    fh, fw = frames[0].shape[:2]
-    size = (width, round(width * fh / fw))
-    zoom = MotionZoom((fw, fh), interval_s, settings)
-    ticks = _tick_frames(len(frames), fps, interval_s)
-    dst.parent.mkdir(parents=True, exist_ok=True)
+    """Write `src` (its `crop` region) as a motion-zoomed camera would deliver it to `dst`
+    (MJPG, `width` pixels wide, the frame's aspect ratio); how much it zoomed.
+
+    The zoom sees the frame nearest each sampling tick (k * interval_s), as the daemon samples;
+    every frame is written as the crop current at its time.
+    """
+    if fps is None:
+        cap = cv2.VideoCapture(str(src))
+        fps = cap.get(cv2.CAP_PROP_FPS) or 30.0
+        cap.release()
+    zoom: MotionZoom | None = None
+    out: cv2.VideoWriter | None = None
     tmp = dst.with_suffix(".part.avi")
-    out = cv2.VideoWriter(str(tmp), cv2.VideoWriter.fourcc(*"MJPG"), fps, size)
-    out.set(cv2.VIDEOWRITER_PROP_QUALITY, 95)
     crops: list[Crop] = []
-    for i, frame in enumerate(frames):
-        c = zoom.update(frame) if i in ticks else zoom.crop
-        crops.append(c)
-        x, y, w, h = c
+    tick = 0
+    for i, (frame, last) in enumerate(_frames(src, crop)):
+        if zoom is None or out is None:
+            fh, fw = frame.shape[:2]
+            size = (width, round(width * fh / fw))
+            zoom = MotionZoom((fw, fh), interval_s, settings)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            out = cv2.VideoWriter(str(tmp), cv2.VideoWriter.fourcc(*"MJPG"), fps, size)
+            out.set(cv2.VIDEOWRITER_PROP_QUALITY, 95)
+        # Frame i is sampled if it is the one nearest some tick (ticks past the end: the last).
+        while math.floor(tick * interval_s * fps + 0.5) < i:
+            tick += 1
+        sampled = last or math.floor(tick * interval_s * fps + 0.5) == i
+        x, y, w, h = zoom.update(frame) if sampled else zoom.crop
+        crops.append((x, y, w, h))
         out.write(cv2.resize(frame[y : y + h, x : x + w], size, interpolation=cv2.INTER_AREA))
+    if out is None or zoom is None:  # (_frames raises before it yields nothing)
+        raise VideoError(f"{src}: no frame could be decoded")
     out.release()
     tmp.rename(dst)
-    widths = np.array([c[2] for c in crops], float) / fw
+    widths = np.array([c[2] for c in crops], float) / zoom.width
     return {
-        "frames": len(frames),
+        "frames": len(crops),
         "zoom_mean": round(float(np.mean(1.0 / widths)), 3),
         "zoomed_frames": round(float(np.mean(widths < 0.999)), 3),
         "reframes": sum(a != b for a, b in itertools.pairwise(crops)),
