@@ -8,7 +8,12 @@ aspect ratio, never smaller than `min_fraction` of the frame (at most 1 / min_fr
 The crop moves only when it has to (hysteresis): when the motion leaves it, or when it is much
 larger than the motion needs. When nothing moves (a person lying still after a fall) it stays
 where it is, so the person stays in view. A window's T frames therefore almost always share
-one crop, and a fall seldom moves it: the motion of the last `memory_s` is inside it already.
+one crop.
+
+Measured on real footage (README, row "160px, motion zoom" of the real-footage benchmark), this
+zoom makes the fall model worse: the crop moves when the motion is largest, which is during the
+fall, so the model sees a cut mid-descent. It is kept for that benchmark row and
+`experiments/zoomed_clips.py`; the daemon does not use it.
 """
 
 from __future__ import annotations
