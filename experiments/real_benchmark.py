@@ -440,7 +440,9 @@ def _inputs(variant: Variant, items: list[Item], a: argparse.Namespace) -> tuple
     """The clips and vtest.avi a row trains and replays on: as recorded, or motion-zoomed."""
     if not variant.zoom:
         return items, Path(a.vtest)
-    return zoomed_items(items, Path(a.vtest), Path(a.out) / "zoomed", variant.interval_ms / 1000)
+    # (one folder per sampling interval: the zoom sees one frame per interval)
+    out = Path(a.out) / "zoomed" / f"{variant.interval_ms:g}ms"
+    return zoomed_items(items, Path(a.vtest), out, variant.interval_ms / 1000)
 
 
 def _camera_name(it: Item, view: int) -> str:

@@ -1,24 +1,21 @@
 """The benchmark's clips as a motion-zoomed camera would see them (`edge_hf.core.zoom`).
 
-Each clip (its view's crop first) is decoded once; `MotionZoom` is fed the frame nearest each
-sampling tick, as the daemon samples, and every frame is written as the crop current at its
-time, at `width` pixels wide (the frame's aspect ratio kept, so the model squeezes it exactly as
-it squeezes a whole frame). Training and replay then read these files like any other video: the
-zoom is tested before any daemon code depends on it.
+Renders them as the benchmark's row "160px, motion zoom" does (`real_benchmark.zoomed_items`:
+`MotionZoom` sees the frame nearest each sampling tick, every frame is written as the crop
+current at its time; how much each clip zoomed and how often the crop moved is logged) and
+writes a contact sheet of some of them, to look at what the model was given.
 
-    python experiments/zoomed_clips.py --out /tmp/zoomed --sheet /tmp/zoom.png   # a look at it
+    PYTHONPATH=. python experiments/zoomed_clips.py --out /tmp/zoomed --sheet /tmp/zoom.png
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import logging
 from pathlib import Path
 
 import cv2
 import numpy as np
-
-from edge_hf.core.zoom import ZoomSettings, zoom_video
 
 
 def contact_sheet(videos: list[Path], path: Path, per_clip: int = 6, height: int = 90) -> None:
@@ -42,34 +39,20 @@ def contact_sheet(videos: list[Path], path: Path, per_clip: int = 6, height: int
 
 
 def main() -> None:
-    from experiments.real_benchmark import ASSIST, GMDCSA, VTEST, load_items
+    from experiments.real_benchmark import ASSIST, GMDCSA, VTEST, load_items, zoomed_items
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", required=True)
     p.add_argument("--interval-ms", type=float, default=100.0)
-    p.add_argument("--width", type=int, default=320)
     p.add_argument("--sheet", help="also write a contact sheet PNG of some zoomed clips")
     a = p.parse_args()
-    out = Path(a.out)
-    stats = {}
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     items = load_items(GMDCSA, ASSIST)
-    jobs = [(it.path, it.crop, it.fps) for it in items] + [(VTEST, "", None)]
-    for src, crop, fps in jobs:
-        box = tuple(int(v) for v in crop.split(",")) if crop else None
-        dst = out / f"{src.stem}_{crop.replace(',', '-') or 'full'}.avi"
-        stats[dst.name] = zoom_video(
-            src,
-            box,
-            dst,
-            a.interval_ms / 1000,
-            a.width,
-            ZoomSettings(),
-            fps,  # type: ignore[arg-type]
-        )
-        print(dst.name, stats[dst.name], flush=True)
-    (out / "zoom_stats.json").write_text(json.dumps(stats, indent=1))
+    zoomed, vtest = zoomed_items(items, VTEST, Path(a.out), a.interval_ms / 1000)
     if a.sheet:
-        contact_sheet(sorted(out.glob("*.avi"))[::4], Path(a.sheet))
+        videos = sorted({it.path for it in zoomed} | {vtest})
+        contact_sheet(videos[::4], Path(a.sheet))
+        print(f"wrote {a.sheet}")
 
 
 if __name__ == "__main__":
