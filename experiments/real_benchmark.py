@@ -47,6 +47,7 @@ from edge_hf.daemon.calibrate import quiet_point, suggested_threshold
 from edge_hf.daemon.config import Config, DetectionConfig
 from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.sinks import RecordingSink
+from edge_hf.training.data import parse_crop
 from edge_hf.training.export import export_onnx
 from edge_hf.training.train import TrainConfig, train
 
@@ -429,8 +430,8 @@ def zoomed_items(
     for it in [*items, Item("V", "vtest", vtest, "adl", None, None, None, "")]:
         dst = out / f"{it.path.stem}_{it.crop.replace(',', '-') or 'full'}.avi"
         if not dst.exists():
-            box = tuple(int(v) for v in it.crop.split(",")) if it.crop else None
-            stats = zoom_video(it.path, box, dst, interval_s, ZOOM_WIDTH, ZoomSettings(), it.fps)  # type: ignore[arg-type]
+            box = parse_crop(it.crop)
+            stats = zoom_video(it.path, box, dst, interval_s, ZOOM_WIDTH, ZoomSettings(), it.fps)
             log.info("zoomed %s: %s", dst.name, stats)
         zoomed.append(replace(it, path=dst.resolve(), crop=""))
     return zoomed[:-1], zoomed[-1].path

@@ -19,7 +19,6 @@ fall, so the model sees a cut mid-descent. It is kept for that benchmark row and
 from __future__ import annotations
 
 import itertools
-import math
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from edge_hf.core.hyperframe import nearest_index
 from edge_hf.core.video import Crop, VideoError
 
 
@@ -173,9 +173,11 @@ def zoom_video(
             out = cv2.VideoWriter(str(tmp), cv2.VideoWriter.fourcc(*"MJPG"), fps, size)
             out.set(cv2.VIDEOWRITER_PROP_QUALITY, 95)
         # Frame i is sampled if it is the one nearest some tick (ticks past the end: the last).
-        while math.floor(tick * interval_s * fps + 0.5) < i:
+        # nearest_index is the sampling rule; clamped at i + 1 it says "later" without knowing
+        # how long the clip is.
+        while nearest_index(tick * interval_s, fps, i + 2) < i:
             tick += 1
-        sampled = last or math.floor(tick * interval_s * fps + 0.5) == i
+        sampled = last or nearest_index(tick * interval_s, fps, i + 2) == i
         x, y, w, h = zoom.update(frame) if sampled else zoom.crop
         crops.append((x, y, w, h))
         out.write(cv2.resize(frame[y : y + h, x : x + w], size, interpolation=cv2.INTER_AREA))
