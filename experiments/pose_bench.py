@@ -1,0 +1,249 @@
+"""The person/pose stage on real footage: how often it finds the person, and pose rules as a peer.
+
+    PYTHONPATH=. python experiments/pose_bench.py --out benchmarks/results/pose
+
+1. Runs MoveNet MultiPose (`edge_hf.core.pose`) every `--interval-ms` of each clip's time on every
+   clip and view of GMDCSA24 and ASSIST-IoT, on vtest.avi and on ../shared/data/negatives, and
+   caches what it found (`<out>/cache/*.json`, reused when present).
+2. Share of ticks where it finds a person, by dataset/view and by phase of a fall clip (standing
+   before it, the descent, lying after it) and over daily-activity clips; the share of lying ticks
+   whose geometry reads "down" by each signal (torso, aspect, hips) against daily activities; the
+   cost per frame.
+3. The peer row: pose + rules, no CNN (`edge_hf.core.posefall`), scored exactly as
+   `experiments/real_benchmark.py` scores a model (falls detected, daily-activity clips with an
+   event, events per hour on vtest.avi), plus the negatives. It trains on nothing, so every clip
+   is held out.
+
+Writes `<out>/pose.json` and `<out>/pose.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import real_benchmark as rb
+
+from edge_hf.core.hyperframe import nearest_index
+from edge_hf.core.pose import Person, PoseEstimator, features
+from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, down_reasons, is_upright
+from edge_hf.training.data import parse_crop
+
+log = logging.getLogger("pose_bench")
+NEGATIVES = Path("../shared/data/negatives")
+
+
+def camera_list(a: argparse.Namespace) -> list[tuple[str, rb.Item]]:
+    """(camera name, item) of every clip view, vtest.avi and the negatives."""
+    items = rb.load_items(Path(a.gmdcsa), Path(a.assist))
+    cams = [(name, it) for it, _, name in rb._views(items)]
+    cams.append(("V_vtest", rb.Item("V", "vtest", Path(a.vtest).resolve(), "adl", None,
+                                    None, None, "")))  # fmt: skip
+    with (Path(a.negatives) / "manifest.csv").open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            p = (Path(a.negatives) / r["path"]).resolve()
+            cams.append((f"N_{p.stem}", rb.Item("N", p.stem, p, "adl", None, None, None, "")))
+    return cams
+
+
+def run_pose(est: PoseEstimator, it: rb.Item, interval_s: float) -> dict[str, Any]:
+    """People found at every tick of one clip view (frames nearest k * interval_s)."""
+    cap = cv2.VideoCapture(str(it.path))
+    fps = it.fps or cap.get(cv2.CAP_PROP_FPS)
+    n = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+    crop = parse_crop(it.crop)
+    wanted: dict[int, float] = {}
+    for k in range(int((n - 1) / fps / interval_s) + 1):
+        wanted.setdefault(nearest_index(k * interval_s, fps, n), k * interval_s)
+    ticks, cost = [], []
+    for idx in range(n):
+        ok, frame = cap.read()
+        if not ok:
+            break
+        if idx not in wanted:
+            continue
+        if crop is not None:
+            x, y, w, h = crop
+            frame = frame[y : y + h, x : x + w]
+        rgb = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
+        t0 = time.perf_counter()
+        people = est.people(rgb)
+        cost.append(time.perf_counter() - t0)
+        ticks.append({"t": wanted[idx], "people": [_person_json(p) for p in people]})
+    cap.release()
+    return {"ticks": ticks, "pose_ms": 1000 * float(np.mean(cost)) if cost else None,
+            "frame_hw": list(rgb.shape[:2]) if ticks else None}  # fmt: skip
+
+
+def _person_json(p: Person) -> dict[str, Any]:
+    return {"box": [round(v, 1) for v in p.box], "score": round(p.score, 3),
+            "kp": np.round(p.keypoints, 2).tolist()}  # fmt: skip
+
+
+def _person(d: dict[str, Any]) -> Person:
+    return Person(tuple(d["box"]), d["score"], np.asarray(d["kp"], np.float32))  # type: ignore[arg-type]
+
+
+def phase(it: rb.Item, t: float) -> str | None:
+    """standing / falling / lying for a fall clip (GMDCSA24's segment end includes the lying:
+    the descent is its first 1.5 s, as the benchmark labels it), adl otherwise."""
+    if it.label != "fall":
+        return "adl" if it.label == "adl" else "still"
+    start = it.start_s or 0.0
+    end = it.end_s if it.end_s is not None else start + rb.GMDCSA_DESCENT_S
+    descent = end - start if it.fold == "A" else min(rb.GMDCSA_DESCENT_S, (end - start) / 2)
+    if t < start - 0.3:
+        return "standing"
+    if start <= t <= start + descent:
+        return "falling"
+    if t >= start + descent + 0.2:
+        return "lying"
+    return None
+
+
+def group(name: str, it: rb.Item) -> str:
+    if it.fold == "A":
+        return f"ASSIST-IoT {'main' if name.endswith('_v1') else 'side'}"
+    return {"V": "vtest.avi", "N": "negatives"}.get(it.fold, "GMDCSA24")
+
+
+def coverage(cams: list[tuple[str, rb.Item]], cache: dict[str, Any]) -> dict[str, Any]:
+    """Share of ticks with a person, and of each "down" signal, per group and phase."""
+    s = PoseRuleSettings()
+    acc: dict[str, dict[str, list[float]]] = {}
+    for name, it in cams:
+        ref_hip, ref_h = None, None
+        for tick in cache[name]["ticks"]:
+            ph = phase(it, tick["t"])
+            people = [_person(d) for d in tick["people"]]
+            if people:
+                f = features(people[0])
+                if is_upright(f, people[0], s):
+                    ref_hip, ref_h = f.hip_y, people[0].height
+            if ph is None:
+                continue
+            row = acc.setdefault(f"{group(name, it)} | {ph}", {})
+            why = down_reasons(features(people[0]), ref_hip, ref_h, s) if people else []
+            for key, v in [("found", bool(people)), ("torso", "torso" in why),
+                           ("aspect", "aspect" in why), ("hips", "hips" in why),
+                           ("down", bool(why))]:  # fmt: skip
+                row.setdefault(key, []).append(float(v))
+    return {k: {m: round(100 * float(np.mean(v)), 1) for m, v in r.items()} | {"ticks": len(r["found"])}
+            for k, r in sorted(acc.items())}  # fmt: skip
+
+
+def rules_replay(
+    ticks: list[dict[str, Any]], settings: PoseRuleSettings, interval_s: float
+) -> list[list[float]]:
+    """Event spans [start, end, raised] of the pose rules over one clip view, its last tick held
+    `rb.HOLD_END_S` more (as the benchmark holds each clip's last frame)."""
+    rules = PoseFallRules(settings)
+    if ticks:
+        last = ticks[-1]
+        extra = int(rb.HOLD_END_S / interval_s)
+        ticks = ticks + [{**last, "t": last["t"] + (k + 1) * interval_s} for k in range(extra)]
+    spans: list[list[float]] = []
+    open_: list[float] | None = None
+    for tick in ticks:
+        v = rules.update(tick["t"], [_person(d) for d in tick["people"]])
+        if v.fall and open_ is None:
+            start = min((tr.down_since for tr in rules.tracks if tr.fallen and tr.down_since
+                         is not None), default=tick["t"])  # fmt: skip
+            open_ = [start, tick["t"], tick["t"]]
+        elif not v.fall and open_ is not None:
+            open_[1] = tick["t"]
+            spans.append(open_)
+            open_ = None
+    if open_ is not None:
+        open_[1] = ticks[-1]["t"]
+        spans.append(open_)
+    return spans
+
+
+def score_rules(
+    cams: list[tuple[str, rb.Item]], cache: dict[str, Any], s: PoseRuleSettings, interval_s: float
+) -> dict[str, Any]:
+    items = [it for _, it in cams if it.fold not in ("V", "N")]
+    replayed = {name: {"scores": [0.0], "events": rules_replay(cache[name]["ticks"], s, interval_s)}
+                for name, _ in cams}  # fmt: skip
+    clips = rb.score_fold(items, replayed)
+    vt = cache["V_vtest"]["ticks"]
+    vtest_hours = (vt[-1]["t"] + rb.HOLD_END_S) / 3600
+    result = rb.summarise(clips, len(replayed["V_vtest"]["events"]), vtest_hours)
+    result.pop("auc")
+    neg = {n: len(replayed[n]["events"]) for n, it in cams if it.fold == "N"}
+    neg_hours = sum(cache[n]["ticks"][-1]["t"] + rb.HOLD_END_S for n in neg) / 3600
+    result["negatives_events"] = neg
+    result["negatives_false_per_hour"] = sum(neg.values()) / neg_hours
+    result["missed"] = [c["clip"] for c in clips if c["label"] == "fall" and not c["detected"]]
+    result["false"] = [c["clip"] for c in clips if c["label"] != "fall" and c["false_events"]]
+    return result
+
+
+def markdown(res: dict[str, Any]) -> str:
+    lines = ["# The person/pose stage on real footage (experiments/pose_bench.py)", "",
+             f"MoveNet MultiPose Lightning, long side {res['side']} px, a tick every "
+             f"{res['interval_ms']:g} ms; CPU cost per frame {res['pose_ms']:.1f} ms "
+             f"(mean over {res['frames']} frames, ONNX Runtime, this machine's 2 cores).", "",
+             "## Where it finds the person, and what the geometry says (% of ticks)", "",
+             "| footage / phase | ticks | person found | down (any) | torso ≥ 60° | box wide | hips dropped |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for k, r in res["coverage"].items():
+        lines.append(f"| {k} | {r['ticks']} | {r['found']} | {r['down']} | {r['torso']} | "
+                     f"{r['aspect']} | {r['hips']} |")  # fmt: skip
+    r = res["rules"]
+    lines += ["", "## Peer row: pose + rules, no CNN (every clip held out)", "",
+              f"Settings: `{json.dumps(res['settings'])}`", "",
+              "| falls detected | daily-activity clips with an event | lying-still clips | "
+              "false events/h vtest.avi | negatives (events/h) |", "| --- | --- | --- | --- | --- |",
+              f"| {r['falls_detected']} / {r['falls']} | {r['adl_clips_with_event']} / "
+              f"{r['adl_clips']} | {r['still_clips_with_event']} / {r['still_clips']} | "
+              f"{r['vtest_false_per_hour']:.0f} | {sum(r['negatives_events'].values())} "
+              f"({r['negatives_false_per_hour']:.0f}/h) |", "",
+              f"Missed: {', '.join(r['missed']) or 'none'}. False: {', '.join(r['false']) or 'none'}."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="benchmarks/results/pose")
+    p.add_argument("--gmdcsa", default=str(rb.GMDCSA))
+    p.add_argument("--assist", default=str(rb.ASSIST))
+    p.add_argument("--vtest", default=str(rb.VTEST))
+    p.add_argument("--negatives", default=str(NEGATIVES))
+    p.add_argument("--interval-ms", type=float, default=200.0)
+    p.add_argument("--side", type=int, default=256)
+    a = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    out = Path(a.out)
+    (out / "cache").mkdir(parents=True, exist_ok=True)
+    est = PoseEstimator(side=a.side, threads=2)
+    cams = camera_list(a)
+    cache: dict[str, Any] = {}
+    for k, (name, it) in enumerate(cams):
+        f = out / "cache" / f"{name}_{a.side}_{a.interval_ms:g}.json"
+        if not f.exists():
+            f.write_text(json.dumps(run_pose(est, it, a.interval_ms / 1000)))
+        cache[name] = json.loads(f.read_text())
+        log.info("[%d/%d] %s: %d ticks", k + 1, len(cams), name, len(cache[name]["ticks"]))
+    frames = [len(c["ticks"]) for c in cache.values()]
+    pose_ms = float(np.average([c["pose_ms"] for c in cache.values()], weights=frames))
+    settings = PoseRuleSettings()
+    res = {"side": a.side, "interval_ms": a.interval_ms, "pose_ms": pose_ms, "frames": sum(frames),
+           "coverage": coverage(cams, cache), "settings": asdict(settings),
+           "rules": score_rules(cams, cache, settings, a.interval_ms / 1000)}  # fmt: skip
+    (out / "pose.json").write_text(json.dumps(res, indent=1))
+    (out / "pose.md").write_text(markdown(res))
+    print(markdown(res))
+
+
+if __name__ == "__main__":
+    main()
