@@ -104,6 +104,15 @@ class Variant:
     # Every clip (and vtest.avi) as a motion-zoomed camera would see it (`zoomed_items`), in
     # training and replay alike.
     zoom: bool = False
+    # The person stage in replay (`person.decision`: either / both / pose; "" off): MoveNet
+    # MultiPose at 5 Hz and the pose rules beside the row's fold models.
+    person: str = ""
+
+    def person_config(self) -> dict[str, Any] | None:
+        """The row's `person` config section (None: the stage is off)."""
+        if not self.person:
+            return None
+        return {"model": str(POSE_MODEL), "decision": self.person}
 
     def operating_point(self) -> dict[str, Any]:
         """What its exported models carry in their metadata (`export_onnx`'s keywords)."""
@@ -188,6 +197,20 @@ CAMERA_AUG_ENSEMBLE = replace(
 # The motion-zoom row (its comment in VARIANTS).
 ZOOM_ROW = "lite0 T=3 ImageNet falling+down 160px, motion zoom"
 ZOOM_RECIPE = replace(THREE_STATE, input_size=160, zoom=True)
+# The person stage (#30): the 160 px row's fold models with the pose rules beside them, and the
+# pose rules alone (the fold models still run, their scores never raise an event).
+POSE_MODEL = Path("models/person-movenet-multipose-lightning.onnx")
+PLAIN_160 = "lite0 T=3 ImageNet falling+down 160px, confirm 2 s"
+PLAIN_160_RECIPE = replace(THREE_STATE, input_size=160, models=PLAIN_160)
+POSE_ROWS = {
+    "pose + rules alone (MoveNet MultiPose, no CNN)": replace(PLAIN_160_RECIPE, person="pose"),
+    "lite0 T=3 ImageNet falling+down 160px + pose rules (either), confirm 2 s": replace(
+        PLAIN_160_RECIPE, person="either"
+    ),
+    "lite0 T=3 ImageNet falling+down 160px + pose down (both), confirm 2 s": replace(
+        PLAIN_160_RECIPE, person="both"
+    ),
+}
 
 VARIANTS: dict[str, Variant] = {
     "lite0 T=3 ImageNet": Variant("efficientnet_lite0", 3, "imagenet"),
@@ -305,6 +328,10 @@ VARIANTS: dict[str, Variant] = {
     # clips are rendered zoomed once (experiments/zoomed_clips.py shows them); 160 px recipe.
     **_operating_points(ZOOM_ROW, ZOOM_RECIPE),
     **_calibrated(ZOOM_ROW, ZOOM_RECIPE),
+    # Every earlier row misses falls in rooms it never saw and alarms on their daily activity:
+    # a person/pose model finds people across rooms (experiments/pose_bench.py), and the pose
+    # rules read "down" from the person's own geometry (#30).
+    **POSE_ROWS,
 }
 CALIBRATION_MARGIN = 0.05  # edge-hf calibrate's default
 VTEST_CALIBRATION_S = 40.0  # vtest.avi calibrates on its first 40 s, is scored on the rest
@@ -459,9 +486,11 @@ def replay_scores(
     state_dir: Path,
     threshold: float = 0.5,
     detection: dict[str, Any] | None = None,
+    person: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Replay each (name, video, crop) through the daemon's pipeline with `detection` settings
-    (default: the daemon's, confirm_s 0); per camera its window scores, the
+    (default: the daemon's, confirm_s 0) and `person` (the person stage; default off); per
+    camera its window scores, the
     times (s from the clip start) of its events, and (not saved) its detector, which kept what it
     was fed (`trace`)."""
     cams = [
@@ -475,6 +504,7 @@ def replay_scores(
             "cameras": cams,
             "state_dir": str(state_dir),
             "detection": {"confirm_s": 0.0, **(detection or {})},
+            **({"person": person} if person else {}),
         }
     )
     threads = torch.get_num_threads()
@@ -657,6 +687,7 @@ def run_fold_model(
     detection: dict[str, Any] | None = None,
     calibrated: bool = False,
     vtest_trained: bool = False,
+    person: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], int, float]:
     """Replay a fold model on its held-out clips and vtest.avi: (clips, vtest events, vtest
     hours). `calibrated`: replayed once to calibrate each camera (`site_thresholds`), then again
@@ -665,7 +696,9 @@ def run_fold_model(
     cams = [(name, it.path, it.crop) for it, _, name in _views(fold_items)]
     cams.append(("vtest", vtest, ""))
     key = (str(model), model.stat().st_mtime_ns)
-    if key in _SCORES:  # the same model at other settings: its scores again, new events
+    if person:  # the pose verdicts are not in the scores: always a full replay
+        replayed = replay_scores(model, cams, state_dir, threshold, detection, person)
+    elif key in _SCORES:  # the same model at other settings: its scores again, new events
         replayed = redetect(_SCORES[key], threshold, detection or {})
     else:
         replayed = replay_scores(model, cams, state_dir, threshold, detection)
@@ -814,7 +847,7 @@ def replay_variant_seed(
         test = [it for it in items if it.fold == fold]
         clips, ev, hours = run_fold_model(
             rundir / "model.onnx", test, vtest, rundir / "state", v.threshold,
-            v.detection(), v.calibrated, v.vtest_negatives,
+            v.detection(), v.calibrated, v.vtest_negatives, v.person_config(),
         )  # fmt: skip
         all_clips += clips
         vtest_events, vtest_hours = vtest_events + ev, vtest_hours + hours

@@ -9,6 +9,8 @@ Per person (tracked by box overlap from one tick to the next):
   tall (a side view of a lying person), or the hips at least `drop_frac` of the person's own
   upright height below where they were when last upright (a camera looking along the body sees a
   foreshortened torso at any angle; the hips still come down);
+- tracks: a person is matched to the track whose box overlaps most (IoU), else to the one whose
+  feet (box bottom centre) moved least, at most `max_feet_move` heights;
 - a **fall** is down reached within `max_descent_s` of last being upright (lying down slowly is
   not a fall) and held for `confirm_s`; it ends when the person is upright again.
 
@@ -19,6 +21,8 @@ in any view where the person was seen upright first, and is the only one that wo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from edge_hf.core.pose import Person, PoseFeatures, features
 
@@ -35,6 +39,17 @@ class PoseRuleSettings:
     confirm_s: float = 1.0
     forget_s: float = 2.0  # a track unseen this long is dropped
     min_iou: float = 0.2
+    max_feet_move: float = 0.6  # no overlap: the same person if the feet moved less (heights)
+
+
+def _feet_distance(
+    a: tuple[float, float, float, float], b: tuple[float, float, float, float]
+) -> float:
+    """Distance between the two boxes' bottom centres, in the taller box's heights: a falling
+    person's feet stay put while the box turns from tall to wide (little overlap between ticks)."""
+    dx = (a[0] + a[2]) / 2 - (b[0] + b[2]) / 2
+    dy = a[3] - b[3]
+    return float(np.hypot(dx, dy)) / max(a[3] - a[1], b[3] - b[1], 1e-6)
 
 
 def iou(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
@@ -62,8 +77,9 @@ class PoseVerdict:
     """One tick's reading: is anyone down (and how), has a fall been confirmed."""
 
     down: bool
-    fall: bool
+    fall: bool  # someone is fallen (confirmed and not up again)
     reasons: list[str] = field(default_factory=list)
+    new_fall: bool = False  # a fall was confirmed at this tick (once per fall)
 
 
 def is_upright(f: PoseFeatures, person: Person, s: PoseRuleSettings) -> bool:
@@ -102,6 +118,10 @@ class PoseFallRules:
         for p in people:
             best = max(free, key=lambda tr: iou(tr.box, p.box), default=None)
             if best is None or iou(best.box, p.box) < self.s.min_iou:
+                best = min(free, key=lambda tr: _feet_distance(tr.box, p.box), default=None)
+                if best is not None and _feet_distance(best.box, p.box) > self.s.max_feet_move:
+                    best = None
+            if best is None:
                 best = _Track(p.box, t)
                 self.tracks.append(best)
             else:
@@ -126,11 +146,11 @@ class PoseFallRules:
             verdict.reasons += why
             if tr.down_since is None:
                 sudden = tr.upright_t is not None and t - tr.upright_t <= s.max_descent_s
-                tr.down_since = t if sudden else None
                 if not sudden:
                     continue
-            if t - tr.down_since >= s.confirm_s:
-                tr.fallen = True
+                tr.down_since = t
+            if t - tr.down_since >= s.confirm_s and not tr.fallen:
+                tr.fallen = verdict.new_fall = True
             verdict.fall = verdict.fall or tr.fallen
         # A fallen person the model stops finding (lying people are found less often) stays fallen
         # until forgotten or seen upright again.

@@ -35,6 +35,7 @@ from edge_hf.daemon.config import (
 )
 from edge_hf.daemon.events import FallDetector, ModelInfo
 from edge_hf.daemon.journal import JournalSink, OpenEvents
+from edge_hf.daemon.person import PersonStage
 from edge_hf.daemon.pipeline import CameraRuntime, Pipeline
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sdnotify import Notifier
@@ -77,6 +78,7 @@ def _camera(
     info: ModelInfo,
     wake: threading.Event,
     score_history: int | None,
+    person: PersonStage | None = None,
 ) -> CameraRuntime:
     interval_s = (cam.interval_ms or contract.interval_ms) / 1000.0
     detection = cfg.detection_for(cam)
@@ -89,8 +91,12 @@ def _camera(
         cam.threshold if cam.threshold is not None else threshold,
         info,
         snapshot_dir=cfg.state_dir / "snapshots",
+        decision=cfg.person.decision if person is not None else "cnn",
     )
-    return CameraRuntime(cam, interval_s, ring, detector, deque(maxlen=score_history))
+    runtime = CameraRuntime(cam, interval_s, ring, detector, deque(maxlen=score_history))
+    if person is not None:
+        runtime.pose_slot = person.slot()
+    return runtime
 
 
 def operating_point(
@@ -133,8 +139,16 @@ def build_pipeline(
         use_one_cpu_thread()
     info = ModelInfo(cfg.model.path.name, contract.window, contract.interval_ms)
     wake = threading.Event()
-    cameras = [_camera(cfg, c, contract, info, wake, score_history) for c in cfg.enabled_cameras()]
-    return Pipeline(cfg, classifier, builder, cameras, sink, wake, notifier, stop=stop)
+    person = None
+    if cfg.person.model is not None:
+        person = PersonStage(cfg.person, classifier.providers)
+        log.info("person stage: %s at %g Hz, decision %s", cfg.person.model,
+                 cfg.person.rate_hz, cfg.person.decision)  # fmt: skip
+    cameras = [
+        _camera(cfg, c, contract, info, wake, score_history, person) for c in cfg.enabled_cameras()
+    ]
+    return Pipeline(cfg, classifier, builder, cameras, sink, wake, notifier, stop=stop,
+                    person=person)  # fmt: skip
 
 
 def _install_stop_handlers(stop: threading.Event) -> None:

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from edge_hf.core.video import VideoError, to_model_rgb
+from edge_hf.daemon.person import PoseSlot
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sources import FrameSource, OpenCVSource, SourceError
 
@@ -153,6 +154,7 @@ class CaptureThread(threading.Thread):
         crop: tuple[int, int, int, int] | None = None,
         evidence: int = 0,
         resize: str = "area",
+        pose_slot: PoseSlot | None = None,
     ) -> None:
         super().__init__(name=f"capture-{name}", daemon=True)
         self.camera = name
@@ -165,6 +167,7 @@ class CaptureThread(threading.Thread):
         self.max_backoff_s = max_backoff_s
         self.crop = crop
         self.resize = resize  # the model's rule (its contract), the one it was trained with
+        self.pose_slot = pose_slot  # the person stage's frame, at its own rate (None: off)
         self.stats = CameraStats()
         # The full-resolution frames of the newest `evidence` ticks (0: none kept), for a
         # snapshot at the camera's resolution when a fall starts.
@@ -247,6 +250,8 @@ class CaptureThread(threading.Thread):
             for tick, chosen, arrived in sampler.on_frame(frame, now):
                 if last is None or last[0] is not chosen:
                     last = (chosen, to_model_rgb(chosen, self.size, self.crop, self.resize))
+                if self.pose_slot is not None:
+                    self.pose_slot.offer(tick, chosen, self.crop)
                 self.ring.write(last[1], tick, arrived)
                 if self._evidence.maxlen:
                     with self._evidence_lock:

@@ -209,6 +209,25 @@ class MqttConfig(_Section):
                 raise UserError(f"mqtt.tls.{key}: cannot read {path} ({exc.strerror})") from None
 
 
+class PersonConfig(_Section):
+    """The person/pose stage (MoveNet MultiPose): off unless `model` is set.
+
+    At `rate_hz` per camera (its own rate, below the classifier's) the newest frame, scaled so its
+    long side is `side`, goes through the pose model; the pose rules (`edge_hf.core.posefall`)
+    say whether someone is down and whether a fall happened. `decision` says what raises an
+    event: `either` (the classifier or the pose rules), `pose` (the pose rules alone), `both`
+    (the classifier, only while the pose rules see someone down), `cnn` (the classifier alone;
+    the pose stage only logs).
+    """
+
+    model: Path | None = None
+    rate_hz: float = Field(5.0, gt=0, le=30)
+    side: int = Field(256, ge=128, le=1024, multiple_of=32)
+    decision: Literal["either", "pose", "both", "cnn"] = "either"
+    confirm_s: float = Field(1.0, ge=0, le=60)  # pose rules: down this long after the descent
+    max_descent_s: float = Field(2.0, gt=0, le=10)  # pose rules: upright -> down within this
+
+
 class MetricsConfig(_Section):
     """The Prometheus endpoint (loopback by default: scores reveal activity in a room)."""
 
@@ -226,6 +245,7 @@ class Config(_Section):
     detection: DetectionConfig = DetectionConfig()
     mqtt: MqttConfig = MqttConfig()
     metrics: MetricsConfig = MetricsConfig()
+    person: PersonConfig = PersonConfig()
     stats_interval_s: float = Field(60.0, gt=0)  # retained MQTT stats topic
     state_dir: Path = Path("/var/lib/edge-hf")
     max_batch: int = Field(16, ge=1)

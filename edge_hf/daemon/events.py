@@ -14,6 +14,10 @@ that reads "down" all along says nothing about a fall).
 Latched (`detection.latch`, the default), an event does not end by itself when the scores drop
 (a person lying still scores low): it ends when acknowledged (`acknowledge`, from MQTT
 `<camera>/ack`) or after `clear_after_s` (`timeout`).
+With the person stage on (`person.model`), the pose rules' verdict comes with each window and
+`decision` says who raises an event: `either` (a confirmed pose fall starts one too), `pose` (only
+a pose fall does), `both` (the classifier's, only while the pose rules saw someone down in the
+last POSE_DOWN_S), `cnn` (the pose verdict is ignored).
 Events are `FallEvent` objects, serialised once (`as_dict`/`to_json`) by whichever sink sends them.
 """
 
@@ -32,6 +36,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from edge_hf.core.posefall import PoseVerdict
 from edge_hf.daemon.config import DetectionConfig
 
 log = logging.getLogger(__name__)
@@ -135,6 +140,7 @@ CONFIRM_GRACE_S = 3.0  # a candidate not confirmed this long after confirm_s is 
 CONFIRM_LEVEL = 0.5  # mean P(falling or down) over confirm_s: more likely on the floor than up
 UP_BEFORE_GAP_S = 0.5  # up_before_s ends this long before the descent (a stumble just before)
 UP_BEFORE_MIN_S = 1.0  # less history than this (the camera just started) counts as up
+POSE_DOWN_S = 3.0  # decision `both`: the pose rules saw someone down this recently
 
 
 class FallDetector:
@@ -148,8 +154,11 @@ class FallDetector:
         threshold: float,
         model: ModelInfo,
         snapshot_dir: Path | None = None,
+        decision: str = "cnn",
     ) -> None:
         self.camera, self.device_id, self.cfg = camera, device_id, cfg
+        self.decision = decision  # PersonConfig.decision when the person stage is on
+        self._pose_down_at = float("-inf")
         self.threshold, self.model = threshold, model
         self.snapshot_dir = snapshot_dir if cfg.snapshot else None
         self._recent: deque[float] = deque(maxlen=cfg.n)
@@ -179,14 +188,23 @@ class FallDetector:
         centre_frame: np.ndarray | None = None,
         down: float | None = None,
         evidence: np.ndarray | None = None,
+        pose: PoseVerdict | None = None,
     ) -> list[FallEvent]:
         """Feed one window's fall (and, if the model has one, down) probability at Unix time `t`;
         return the events it causes (0 or 1). `centre_frame` is the window's centre frame as the
-        model saw it (RGB); `evidence` the same moment at camera resolution (BGR), if kept."""
+        model saw it (RGB); `evidence` the same moment at camera resolution (BGR), if kept;
+        `pose` the pose rules' latest verdict (person stage on)."""
         self.last_score = score
         self._recent.append(score)
         if self.trace is not None:
             self.trace.append((t, score, down))
+        if pose is not None and pose.down:
+            self._pose_down_at = t
+        pose_fall = self.decision in ("either", "pose") and pose is not None and pose.new_fall
+        if pose_fall and self._open is None and t >= self._cooldown_until:
+            self._candidate = None
+            log.info("%s: the pose rules confirmed a fall", self.camera)
+            return [self._start(score, t, centre_frame, evidence=evidence)]
         if down is not None and self.cfg.up_before_s:
             self._up.append((t, 1.0 - score - down))
             while self._up[0][0] < t - self.cfg.up_before_s - UP_BEFORE_GAP_S - 1.0:
@@ -195,7 +213,7 @@ class FallDetector:
         if ev is None:
             if self._candidate is not None:
                 return self._confirm(score, t, down)
-            if t >= self._cooldown_until and self._smoothed_above():
+            if t >= self._cooldown_until and self._smoothed_above() and self._cnn_may_start(t):
                 if not self.cfg.confirm_s or down is None:
                     return [self._start(score, t, centre_frame, evidence=evidence)]
                 if not self._was_up(t):
@@ -220,6 +238,12 @@ class FallDetector:
         if t - ev.started >= self.cfg.max_event_s:
             return [self._end(score, t, "max_duration")]
         return []
+
+    def _cnn_may_start(self, t: float) -> bool:
+        """Whether the classifier may start an event or a candidate now (`decision`)."""
+        if self.decision == "pose":
+            return False
+        return self.decision != "both" or t - self._pose_down_at <= POSE_DOWN_S
 
     def _was_up(self, t: float) -> bool:
         """Whether the person was up before a descent seen at `t` (always, with up_before_s 0)."""
@@ -253,7 +277,7 @@ class FallDetector:
         while self._down and self._down[0][0] < t - confirm_s:
             self._down.popleft()
         stayed = sum(d for _, d in self._down) / len(self._down)
-        if t - c.started >= confirm_s and stayed >= CONFIRM_LEVEL:
+        if t - c.started >= confirm_s and stayed >= CONFIRM_LEVEL and self._cnn_may_start(t):
             self._candidate = None
             return [self._start(c.peak_score, t, c.frame, started=c.started, evidence=c.evidence)]
         if t - c.started > confirm_s + CONFIRM_GRACE_S:

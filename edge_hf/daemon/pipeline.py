@@ -27,6 +27,7 @@ from edge_hf.daemon.capture import CaptureThread, sample_by_media_time
 from edge_hf.daemon.classifier import OnnxFallClassifier
 from edge_hf.daemon.config import CameraConfig, Config
 from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.person import PersonStage, PoseSlot
 from edge_hf.daemon.ring import FrameRing, Window
 from edge_hf.daemon.sdnotify import Notifier, watchdog_interval_s
 from edge_hf.daemon.sinks import AlertSink
@@ -51,6 +52,7 @@ class CameraRuntime:
     # The newest window scores (a bounded deque live; replay keeps the whole file for its plot).
     scores: deque[float]
     thread: CaptureThread | None = None
+    pose_slot: PoseSlot | None = None  # the person stage's frames (None: the stage is off)
     last_seq: int = 0
     windows: int = 0
     skipped: int = 0
@@ -106,9 +108,11 @@ class Pipeline:
         on_batch: Callable[[float], None] | None = None,
         stuck_after_s: float = 15.0,
         stop: threading.Event | None = None,
+        person: PersonStage | None = None,
     ) -> None:
         self.cfg = cfg
         self.classifier = classifier
+        self.person = person
         self.builder = builder
         self.cameras = cameras
         self.sink = sink
@@ -133,6 +137,8 @@ class Pipeline:
         live: bool = True,
     ) -> None:
         """Classify the windows in batches and let each camera's detector decide."""
+        if self.person is not None:
+            self.person.step({c.cfg.name: c.pose_slot for c, _ in due if c.pose_slot is not None})
         for i in range(0, len(due), self.cfg.max_batch):
             chunk = due[i : i + self.cfg.max_batch]
             t0 = time.perf_counter()
@@ -157,7 +163,8 @@ class Pipeline:
                 if cam.thread is not None and cam.detector.snapshot_dir is not None:
                     full = cam.thread.evidence(w.times[mid])
                 t = to_unix(w.arrivals[-1])  # when the newest frame arrived
-                for event in cam.detector.update(score, t, w.frames[mid], down, full):
+                pose = self.person.verdict(cam.cfg.name) if self.person is not None else None
+                for event in cam.detector.update(score, t, w.frames[mid], down, full, pose):
                     self.sink.send(event)
 
     # ------------------------------------------------------------------ live
@@ -253,7 +260,7 @@ class Pipeline:
                 c.name, factory, cam.ring, cam.interval_s, self.size, self.stop,
                 c.stall_timeout_s, crop=c.crop,
                 evidence=self.window + 2 if cam.detector.snapshot_dir is not None else 0,
-                resize=self.resize,
+                resize=self.resize, pose_slot=cam.pose_slot,
             )  # fmt: skip
             cam.thread.start()
         # READY once every camera has tried its first open (or after READY_WAIT_S), said by the
@@ -359,7 +366,11 @@ class Pipeline:
 
     # ------------------------------------------------------------------ replay
 
-    def _replay_sample(self, cam: CameraRuntime, rgb: Any, t: float, origin_unix: float) -> None:
+    def _replay_sample(
+        self, cam: CameraRuntime, rgb: Any, t: float, origin_unix: float, bgr: Any = None
+    ) -> None:
+        if cam.pose_slot is not None and bgr is not None:
+            cam.pose_slot.offer(t, bgr, cam.cfg.crop)
         cam.ring.write(rgb, t)
         window = cam.ring.window(self.window)
         if window is not None:
@@ -383,7 +394,7 @@ class Pipeline:
                 except SourceError as exc:
                     raise SourceError(f"cameras.{cam.cfg.name}.source: {exc}") from None
                 self.sink.camera_status(cam.cfg.name, "online")
-                last_t, last = 0.0, None
+                last_t, last, last_bgr = 0.0, None, None
                 # A bar on a terminal only (long recordings: `replay`, `calibrate --video`).
                 expected = src.frame_count / src.fps / cam.interval_s if src.fps > 0 else None
                 bar = tqdm(desc=cam.cfg.name, total=expected and round(expected), unit="window",
@@ -391,7 +402,8 @@ class Pipeline:
                 try:
                     for t, frame in sample_by_media_time(src, cam.interval_s):
                         last_t, last = t, to_model_rgb(frame, self.size, cam.cfg.crop, self.resize)
-                        self._replay_sample(cam, last, t, origin_unix)
+                        last_bgr = frame
+                        self._replay_sample(cam, last, t, origin_unix, frame)
                         bar.update()
                 finally:
                     bar.close()
@@ -405,7 +417,8 @@ class Pipeline:
                     )  # fmt: skip
                 for k in range(1, round(hold_end_s / cam.interval_s) + 1):
                     if last is not None:
-                        self._replay_sample(cam, last, last_t + k * cam.interval_s, origin_unix)
+                        t = last_t + k * cam.interval_s
+                        self._replay_sample(cam, last, t, origin_unix, last_bgr)
                 last_t += round(hold_end_s / cam.interval_s) * cam.interval_s
                 for event in cam.detector.close(origin_unix + last_t):
                     self.sink.send(event)

@@ -1,0 +1,122 @@
+"""The person stage: each camera's newest frame through the pose model at its own rate, the pose
+rules per camera, and what they say handed to the camera's detector.
+
+A capture thread (or replay) offers every sampled frame to its camera's `PoseSlot`; the slot keeps
+one, scaled for the pose model, once per `1 / rate_hz`. The inference loop calls
+`PersonStage.step` before deciding on a batch: the cameras with a new pose frame go through the
+one pose session (one after another: the graph takes one frame a run), and each camera's latest
+`PoseVerdict` stays until its next pose frame.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+
+from edge_hf.core.pose import PoseEstimator
+from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, PoseVerdict
+from edge_hf.core.runtime import Providers
+from edge_hf.daemon.config import PersonConfig
+
+log = logging.getLogger(__name__)
+
+
+class PoseSlot:
+    """The newest frame for the pose model of one camera: written by its capture thread every
+    `interval_s`, taken by the inference loop (a lock: one small frame a few times a second)."""
+
+    def __init__(self, interval_s: float, side: int) -> None:
+        self.interval_s, self.side = interval_s, side
+        self._lock = threading.Lock()
+        self._frame: tuple[float, np.ndarray] | None = None
+        self._next_t = float("-inf")
+
+    def due(self, t: float) -> bool:
+        """Whether a frame sampled at `t` is wanted (a pose tick has come)."""
+        return t >= self._next_t - 1e-6
+
+    def offer(
+        self, t: float, frame_bgr: np.ndarray, crop: tuple[int, int, int, int] | None
+    ) -> None:
+        """Keep the frame sampled at `t` (BGR, camera resolution) if a pose tick has come."""
+        if not self.due(t):
+            return
+        self._next_t = t + self.interval_s
+        if crop is not None:
+            x, y, w, h = crop
+            frame_bgr = frame_bgr[y : y + h, x : x + w]
+        h, w = frame_bgr.shape[:2]
+        scale = min(1.0, self.side / max(h, w))
+        if scale < 1.0:
+            size = (max(1, round(w * scale)), max(1, round(h * scale)))
+            frame_bgr = cv2.resize(frame_bgr, size, interpolation=cv2.INTER_AREA)
+        rgb = cv2.cvtColor(frame_bgr, cv2.COLOR_BGR2RGB)
+        with self._lock:
+            self._frame = (t, rgb)
+
+    def take(self) -> tuple[float, np.ndarray] | None:
+        """The newest frame not yet taken (its sample time, RGB), or None."""
+        with self._lock:
+            got, self._frame = self._frame, None
+        return got
+
+
+@dataclass
+class PersonCounters:
+    """What the person stage did, for logs and stats."""
+
+    frames: int = 0
+    found: int = 0  # frames with at least one person
+    busy_ms: float = 0.0
+    falls: dict[str, int] = field(default_factory=dict)
+
+
+class PersonStage:
+    """One pose session for every camera, and each camera's pose rules."""
+
+    def __init__(self, cfg: PersonConfig, providers: Providers) -> None:
+        assert cfg.model is not None  # built only when the stage is on
+        self.cfg = cfg
+        self.estimator = PoseEstimator(cfg.model, providers, side=cfg.side)
+        self.settings = PoseRuleSettings(confirm_s=cfg.confirm_s, max_descent_s=cfg.max_descent_s)
+        self._rules: dict[str, PoseFallRules] = {}
+        self.verdicts: dict[str, PoseVerdict] = {}
+        self.counters = PersonCounters()
+
+    @property
+    def interval_s(self) -> float:
+        return 1.0 / self.cfg.rate_hz
+
+    def slot(self) -> PoseSlot:
+        """A new camera's slot."""
+        return PoseSlot(self.interval_s, self.cfg.side)
+
+    def step(self, slots: dict[str, PoseSlot]) -> None:
+        """Run the pose model on every camera's new frame and update that camera's verdict."""
+        taken = [(name, got) for name, slot in slots.items() if (got := slot.take()) is not None]
+        if not taken:
+            return
+        t0 = time.perf_counter()
+        found = self.estimator.people_batch([frame for _, (_, frame) in taken])
+        self.counters.busy_ms += (time.perf_counter() - t0) * 1000
+        for (name, (t, _)), people in zip(taken, found, strict=True):
+            rules = self._rules.setdefault(name, PoseFallRules(self.settings))
+            verdict = rules.update(t, people)
+            self.counters.frames += 1
+            self.counters.found += bool(people)
+            if verdict.new_fall:
+                self.counters.falls[name] = self.counters.falls.get(name, 0) + 1
+                log.info("%s: pose rules: fall (%s)", name, ", ".join(sorted(set(verdict.reasons))))
+            self.verdicts[name] = verdict
+
+    def verdict(self, camera: str) -> PoseVerdict | None:
+        """The camera's latest verdict; a `new_fall` is handed out once."""
+        v = self.verdicts.get(camera)
+        if v is not None and v.new_fall:
+            self.verdicts[camera] = PoseVerdict(v.down, v.fall, v.reasons)
+        return v

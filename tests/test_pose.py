@@ -1,0 +1,224 @@
+"""The person/pose stage: the shipped MoveNet model on real footage, the pose rules, the daemon."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from edge_hf.core.errors import UserError
+from edge_hf.core.pose import POSE_MODEL, Person, PoseEstimator, decode, features, letterbox
+from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings
+from edge_hf.daemon.app import build_pipeline
+from edge_hf.daemon.config import Config
+from edge_hf.daemon.person import PoseSlot
+from edge_hf.daemon.sinks import RecordingSink
+from tests.conftest import SHARED_DATA
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = ROOT / POSE_MODEL
+DEMO_MODEL = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
+GMDCSA = SHARED_DATA / "gmdcsa24"
+needs_gmdcsa = pytest.mark.skipif(not GMDCSA.is_dir(), reason="../shared/data/gmdcsa24 absent")
+
+
+@pytest.fixture(scope="module")
+def estimator() -> PoseEstimator:
+    return PoseEstimator(MODEL)
+
+
+def _frame_at(video: Path, t: float) -> np.ndarray:
+    cap = cv2.VideoCapture(str(video))
+    cap.set(cv2.CAP_PROP_POS_FRAMES, round(t * cap.get(cv2.CAP_PROP_FPS)))
+    ok, frame = cap.read()
+    cap.release()
+    assert ok, f"{video} at {t} s"
+    return cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
+
+
+# ------------------------------------------------------------------ the model on real frames
+
+
+@needs_gmdcsa
+def test_the_shipped_pose_model_finds_a_standing_person_and_then_the_same_person_lying(
+    estimator: PoseEstimator,
+) -> None:
+    clip = GMDCSA / "S3_Fall_01.mp4"  # a side view: stands at 0 s, lies on the floor from ~1.5 s
+    standing = estimator.people(_frame_at(clip, 0.0))
+    lying = estimator.people(_frame_at(clip, 3.0))
+    assert standing and lying
+    up, down = features(standing[0]), features(lying[0])
+    assert up.torso_deg is not None and up.torso_deg < 30
+    assert up.aspect < 1.0
+    assert down.torso_deg is not None and down.torso_deg > 60
+    assert down.aspect > 1.5
+    h, w = 720, 1280  # every coordinate is in pixels of the frame passed in
+    for p in (standing[0], lying[0]):
+        x0, y0, x1, y1 = p.box
+        assert 0 <= x0 < x1 <= w * 1.02 and 0 <= y0 < y1 <= h * 1.02
+        assert np.all(p.keypoints[:, 0] <= w * 1.02) and np.all(p.keypoints[:, 1] <= h * 1.02)
+    assert down.hip_y is not None and up.hip_y is not None and down.hip_y > up.hip_y
+
+
+def test_an_empty_scene_has_nobody(estimator: PoseEstimator) -> None:
+    rng = np.random.default_rng(0)
+    wall = cv2.GaussianBlur(rng.integers(0, 256, (240, 320, 3), dtype=np.uint8), (31, 31), 9)
+    assert estimator.people(wall) == []
+
+
+def test_a_missing_or_wrong_pose_model_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="person.model: .*make pose-model"):
+        PoseEstimator(tmp_path / "nope.onnx")
+    demo = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
+    with pytest.raises(UserError, match="expected MoveNet MultiPose"):
+        PoseEstimator(demo)
+
+
+# ------------------------------------------------------------------ pure geometry
+
+
+def test_letterbox_keeps_proportions_and_pads_to_multiples_of_32() -> None:
+    boxed, scale = letterbox(np.full((720, 1280, 3), 200, np.uint8), 256)
+    assert boxed.shape == (160, 256, 3)  # 144 rows of picture padded to 160
+    assert scale == pytest.approx(0.2)
+    assert boxed[:144].min() == 200 and boxed[144:].max() == 0
+
+
+def test_decode_maps_the_padded_input_back_to_frame_pixels() -> None:
+    raw = np.zeros((6, 56), np.float32)
+    kp = np.zeros((17, 3), np.float32)
+    kp[:, 0], kp[:, 1], kp[:, 2] = 0.5, 0.25, 0.9  # y, x, score on the (160, 256) input
+    raw[0, :51] = kp.reshape(-1)
+    raw[0, 51:55] = [0.1, 0.2, 0.6, 0.4]  # ymin, xmin, ymax, xmax
+    raw[0, 55] = 0.8
+    raw[1, 55] = 0.1  # below the person threshold
+    people = decode(raw, (160, 256), 0.2)
+    assert len(people) == 1
+    p = people[0]
+    assert p.box == pytest.approx((0.2 * 1280, 0.1 * 800, 0.4 * 1280, 0.6 * 800))
+    assert p.keypoints[0, :2] == pytest.approx((0.25 * 1280, 0.5 * 800))
+
+
+def _person(torso_deg: float, box: tuple[float, float, float, float], hip_y: float) -> Person:
+    """A person whose shoulders-to-hips line leans `torso_deg` from vertical, hips at `hip_y`."""
+    kp = np.zeros((17, 3), np.float32)
+    length = 60.0
+    dx, dy = length * np.sin(np.radians(torso_deg)), length * np.cos(np.radians(torso_deg))
+    cx = (box[0] + box[2]) / 2
+    for i in (11, 12):
+        kp[i] = (cx, hip_y, 0.9)
+    for i in (5, 6):
+        kp[i] = (cx - dx, hip_y - dy, 0.9)
+    return Person(box, 0.8, kp)
+
+
+def test_features_read_upright_and_lying() -> None:
+    up = features(_person(5, (100, 100, 160, 300), 200))
+    flat = features(_person(88, (100, 250, 300, 310), 280))
+    assert up.torso_deg == pytest.approx(5, abs=0.1) and up.aspect == pytest.approx(0.3)
+    assert flat.torso_deg == pytest.approx(88, abs=0.1) and flat.aspect > 3
+
+
+def _play(rules: PoseFallRules, frames: list[tuple[float, Person]]) -> list[float]:
+    """Times at which the rules confirmed a fall."""
+    return [t for t, p in frames if rules.update(t, [p]).new_fall]
+
+
+STAND = (100.0, 100.0, 160.0, 300.0)
+FLOOR = (60.0, 240.0, 260.0, 300.0)
+
+
+def test_a_sudden_fall_is_confirmed_once_after_confirm_s() -> None:
+    frames = [(t / 5, _person(3, STAND, 200)) for t in range(10)]  # 2 s upright
+    frames += [(2.0 + t / 5, _person(85, FLOOR, 280)) for t in range(1, 25)]  # then on the floor
+    times = _play(PoseFallRules(PoseRuleSettings(confirm_s=1.0)), frames)
+    assert times == [pytest.approx(3.2)]  # down from 2.2 s, confirmed 1 s later, once
+
+
+def test_lying_down_slowly_is_not_a_fall() -> None:
+    frames = [(t / 5, _person(3, STAND, 200)) for t in range(10)]
+    # leaning, then sitting: neither upright nor down for 3 s, then lying
+    frames += [(2.0 + t / 5, _person(45, (90, 150, 200, 300), 240)) for t in range(1, 16)]
+    frames += [(5.0 + t / 5, _person(85, FLOOR, 280)) for t in range(1, 25)]
+    assert _play(PoseFallRules(), frames) == []
+
+
+def test_a_camera_looking_along_the_body_sees_the_hips_come_down() -> None:
+    # the torso foreshortened (any angle, box not wide) but the hips drop by half a body height
+    frames = [(t / 5, _person(3, STAND, 200)) for t in range(10)]
+    frames += [(2.0 + t / 5, _person(40, (100, 230, 170, 300), 300)) for t in range(1, 15)]
+    rules = PoseFallRules()
+    assert _play(rules, frames) != []
+
+
+def test_a_person_up_again_can_fall_again_and_people_are_tracked_apart() -> None:
+    rules = PoseFallRules(PoseRuleSettings(confirm_s=0.4))
+    other = _person(3, (400, 100, 460, 300), 200)  # someone else standing all along
+    script = [(0.0, 3, STAND, 200), (0.2, 3, STAND, 200), (0.4, 85, FLOOR, 280),
+              (0.6, 85, FLOOR, 280), (0.8, 85, FLOOR, 280), (1.0, 3, STAND, 200),
+              (1.2, 85, FLOOR, 280), (1.4, 85, FLOOR, 280), (1.6, 85, FLOOR, 280)]  # fmt: skip
+    falls = [
+        t
+        for t, deg, box, hip in script
+        if rules.update(t, [_person(deg, box, hip), other]).new_fall
+    ]
+    assert falls == [pytest.approx(0.8), pytest.approx(1.6)]
+    assert len(rules.tracks) == 2
+
+
+# ------------------------------------------------------------------ in the daemon
+
+
+def test_the_pose_slot_keeps_one_frame_per_interval_scaled_and_cropped() -> None:
+    slot = PoseSlot(0.2, 256)
+    frame = np.zeros((720, 1280, 3), np.uint8)
+    for k in range(10):  # 10 Hz samples -> 5 Hz pose frames
+        slot.offer(k * 0.1, frame, (0, 0, 640, 720))
+        if k % 2 == 0:
+            got = slot.take()
+            assert got is not None and got[0] == pytest.approx(k * 0.1)
+            assert got[1].shape == (256, 228, 3)  # the crop's long side brought to 256
+        else:
+            assert slot.take() is None
+
+
+def _replay(video: Path, tmp_path: Path, decision: str) -> list[str]:
+    cfg = Config.model_validate(
+        {
+            "device_id": "t",
+            "model": {"path": str(DEMO_MODEL), "providers": ["cpu"], "threshold": 0.99},
+            "cameras": [{"name": "cam", "source": str(video)}],
+            "state_dir": str(tmp_path / f"state_{decision}"),
+            "person": {"model": str(MODEL), "decision": decision},
+        }
+    )
+    sink = RecordingSink()
+    pipeline = build_pipeline(cfg, sink, score_history=None)
+    pipeline.replay(hold_end_s=3.0)
+    assert pipeline.person is not None and pipeline.person.counters.frames > 10
+    return [e.type for e in sink.events]
+
+
+@needs_gmdcsa
+def test_the_daemon_runs_the_person_stage_on_real_clips(tmp_path: Path) -> None:
+    # The demo classifier at threshold 0.99 never fires on real footage: events come from the
+    # pose rules (decision pose / either), and none with the classifier alone.
+    fall, walk = GMDCSA / "S3_Fall_01.mp4", GMDCSA / "S1_ADL_10.mp4"
+    assert _replay(fall, tmp_path, "pose") == ["start", "end"]
+    assert _replay(fall, tmp_path, "either") == ["start", "end"]
+    assert _replay(fall, tmp_path, "cnn") == []
+    assert _replay(walk, tmp_path, "either") == []
+
+
+def test_person_config_is_validated() -> None:
+    base = {
+        "device_id": "t",
+        "model": {"path": "m.onnx"},
+        "cameras": [{"name": "a", "source": "x"}],
+    }
+    assert Config.model_validate(base).person.model is None  # off by default
+    for bad in ({"side": 250}, {"decision": "vote"}, {"rate_hz": 0}, {"modle": "x"}):
+        with pytest.raises(ValueError):
+            Config.model_validate({**base, "person": bad})
