@@ -69,7 +69,7 @@ def test_an_empty_scene_has_nobody(estimator: PoseEstimator) -> None:
 
 
 def test_a_missing_or_wrong_pose_model_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="person.model: .*make pose-model"):
+    with pytest.raises(UserError, match=r"person\.model: .*make pose-model"):
         PoseEstimator(tmp_path / "nope.onnx")
     demo = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
     with pytest.raises(UserError, match="expected MoveNet MultiPose"):
