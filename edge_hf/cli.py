@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import sys
 import time
 import typing
@@ -114,6 +115,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             origin_unix=origin,
             timeline_png=Path(args.timeline_png) if args.timeline_png else None,
             hold_end_s=args.hold_end_s,
+            publish=args.publish,
         )
     )
 
@@ -334,8 +336,14 @@ def _daemon_commands(
     p.add_argument(
         "--state-dir",
         default=str(Path.home() / ".cache" / "edge-hf" / "replay"),
-        help="without --config (default: ~/.cache/edge-hf/replay, not world-writable /tmp)",
+        help="the replay's own state (default: ~/.cache/edge-hf/replay, not world-writable "
+        "/tmp); never the config's state_dir, which a running daemon may hold",
     )
+    p.add_argument(
+        "--publish", action="store_true",
+        help="also publish events to the config's MQTT broker (off: a replayed fall must never "
+        "raise a live alarm)",
+    )  # fmt: skip
     p.add_argument("--timeline-png", help="plot the score timeline to this PNG")
     p.add_argument(
         "--hold-end-s", type=float, default=0.0,
@@ -420,6 +428,11 @@ def _bench_command(
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `edge-hf` console script."""
     args = build_parser().parse_args(argv)
+    # FFmpeg and OpenCV print their own warnings straight to stderr ("[rtsp @ 0x…] method
+    # OPTIONS failed"); the daemon says what failed in one line of its own. Set either variable
+    # to see theirs again.
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(levelname)s %(name)s: %(message)s",

@@ -221,7 +221,7 @@ def test_hostile_configs_are_one_line_errors_at_check(
 def test_errors_never_echo_a_password() -> None:
     from edge_hf.core.errors import UserError
     from edge_hf.daemon.config import parse_config
-    from edge_hf.daemon.sources import _redact
+    from edge_hf.daemon.sources import redact
 
     cams = '[{name: a, source: "rtsp://u:s3cret@h/s"}, {name: a, source: x}]'
     for text in (
@@ -231,7 +231,7 @@ def test_errors_never_echo_a_password() -> None:
         with pytest.raises(UserError) as info:
             parse_config(text, "c.yaml")
         assert "s3cret" not in str(info.value) and "c.yaml:1" in str(info.value)
-    assert _redact("rtsp://user:p@ss@cam.local:554/s") == "rtsp://user:***@cam.local:554/s"
+    assert redact("rtsp://user:p@ss@cam.local:554/s") == "rtsp://user:***@cam.local:554/s"
 
 
 def _vtest_config(tmp_path: Path, model: Path, camera: str, state: str) -> Path:

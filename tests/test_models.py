@@ -228,7 +228,8 @@ def test_lite0_without_its_weights_package_is_a_one_line_error(monkeypatch) -> N
         build_backbone("efficientnet_lite0", 3, 2, pretrained="imagenet")
 
 
-SHIPPED = sorted((Path(__file__).resolve().parents[1] / "models").glob("*.onnx"))
+MODELS = Path(__file__).resolve().parents[1] / "models"
+SHIPPED = sorted(MODELS.glob("fall-*.onnx"))  # the fall classifiers (the pose model: below)
 
 
 @pytest.mark.parametrize("model", SHIPPED, ids=[p.name for p in SHIPPED])
@@ -252,3 +253,20 @@ def test_the_shipped_models_are_the_real_and_the_demo_one() -> None:
     assert not any("mobilenet_v3_small" in n and "real" in n for n in names), (
         "the old real model goes"
     )
+
+
+def test_the_pose_model_is_the_one_its_card_describes_with_its_licence() -> None:
+    import hashlib
+    import re
+
+    model = MODELS / "person-movenet-multipose-lightning.onnx"
+    card = model.with_suffix(".md").read_text()
+    assert model.stat().st_size <= 50e6
+    digest = re.search(r"sha256 `([0-9a-f]{64})`", card)
+    assert digest and hashlib.sha256(model.read_bytes()).hexdigest() == digest.group(1), (
+        "the card's sha256 is this file's (regenerate the card after make pose-model)"
+    )
+    assert f"{model.stat().st_size / 1e6:.1f} MB ONNX" in card
+    assert "Apache License 2.0" in card
+    licence = (MODELS / "LICENSE-movenet-Apache-2.0.txt").read_text()
+    assert "Apache License" in licence and "Version 2.0" in licence

@@ -125,7 +125,8 @@ def test_replayed_fall_gives_events_states_availability_and_discovery(
     cfg = _config_file(tmp_path, SHIPPED_MODEL, demo["fall_demo"], broker.port)
     t0 = time.monotonic()
     proc = subprocess.run(
-        _cli("replay", "--config", str(cfg)), capture_output=True, text=True, check=True
+        _cli("replay", "--config", str(cfg), "--publish", "--state-dir", str(tmp_path / "r")),
+        capture_output=True, text=True, check=True,
     )
     msgs = sub.wait_for(
         lambda m: (

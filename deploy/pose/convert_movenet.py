@@ -57,12 +57,38 @@ def add_targs(model_json: Path, out_dir: Path) -> Path:
     return out
 
 
+def compare(new: Path, shipped: Path) -> int:
+    """Run both ONNX files (ONNX Runtime, no TensorFlow) on the same inputs; 0 if they agree."""
+    import numpy as np
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for h, w in ((256, 256), (160, 256), (256, 192)):
+        x = rng.integers(0, 256, (1, h, w, 3)).astype(np.int32)
+        a, b = (ort.InferenceSession(str(p)).run(None, {"input": x})[0] for p in (new, shipped))
+        worst = max(worst, float(np.abs(a - b).max()))
+    same = worst <= 1e-5
+    print(f"{new} vs {shipped}: max |output difference| {worst:.2g} on 3 input sizes: "
+          f"{'the same model' if same else 'DIFFERENT'}")  # fmt: skip
+    return 0 if same else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tfjs", type=Path, required=True, help="movenet-multipose.json")
-    parser.add_argument("--out", type=Path, required=True, help="ONNX file to write")
+    parser.add_argument("--tfjs", type=Path, help="movenet-multipose.json")
+    parser.add_argument("--out", type=Path, help="ONNX file to write")
     parser.add_argument("--opset", type=int, default=17)
+    parser.add_argument(
+        "--compare", type=Path, nargs=2, metavar=("NEW", "SHIPPED"),
+        help="check that two converted files answer alike (no conversion)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.compare:
+        return compare(*args.compare)
+    if args.tfjs is None or args.out is None:
+        parser.error("give --tfjs and --out, or --compare NEW SHIPPED")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         patched = add_targs(args.tfjs, Path(tmp))
         cmd = [sys.executable, "-m", "tf2onnx.convert", "--tfjs", str(patched)]

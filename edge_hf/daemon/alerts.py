@@ -21,6 +21,18 @@ from edge_hf.daemon.mqtt import apply_auth_tls
 SEEN_MAX = 10_000  # event keys remembered for de-duplication
 
 
+_EVENT_KEYS = ("event_id", "type", "camera", "device_id", "time")
+
+
+def _is_event(event: Any) -> bool:
+    """A fall event as the daemon sends it (edge_hf/event.schema.json's required keys)."""
+    return (
+        isinstance(event, dict)
+        and all(isinstance(event.get(k), str) and event[k] for k in _EVENT_KEYS)
+        and event["type"] in ("start", "end")
+    )
+
+
 def watch_alerts(
     cfg: MqttConfig, device_id: str = "+", out: Any = None, stop: threading.Event | None = None
 ) -> int:
@@ -50,6 +62,9 @@ def watch_alerts(
                 event = json.loads(text)
             except json.JSONDecodeError:
                 print(f"{msg.topic}: not JSON: {text[:80]}", file=out, flush=True)
+                return
+            if not _is_event(event):
+                print(f"{msg.topic}: not an edge_hf event: {text[:80]}", file=out, flush=True)
                 return
             key = f"{event.get('event_id')}/{event.get('type')}"
             if key in seen:

@@ -30,6 +30,8 @@ from edge_hf.daemon.config import (
     Config,
     DetectionConfig,
     check_against_model,
+    check_metrics_port,
+    check_state_dir,
     ensure_state_dir,
     load_config,
 )
@@ -54,7 +56,30 @@ def check(path: Path) -> tuple[Config, ModelContract]:
     cfg.mqtt.check_files()
     contract = read_contract(cfg.model.path)
     check_against_model(cfg, contract, str(path))
+    check_state_dir(cfg)
+    if not _held_by_a_daemon(cfg.state_dir):  # else the port is presumably that daemon's
+        check_metrics_port(cfg)
+    if cfg.person.model is not None:
+        from edge_hf.core.pose import PoseEstimator
+
+        PoseEstimator(cfg.person.model, side=cfg.person.side)  # loads, or one line
     return cfg, contract
+
+
+def _held_by_a_daemon(state_dir: Path) -> bool:
+    """Whether a running edge-hf holds `state_dir`'s lock (without taking it for long)."""
+    import fcntl
+
+    lock = state_dir / "edge-hf.lock"
+    if not lock.is_file():
+        return False
+    try:
+        with lock.open("a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fh, fcntl.LOCK_UN)
+    except OSError:
+        return True
+    return False
 
 
 def make_sink(cfg: Config, statuses: bool = False) -> AlertSink:
@@ -235,9 +260,14 @@ class ReplayRequest:
     origin_unix: float = 0.0
     timeline_png: Path | None = None
     hold_end_s: float = 0.0
+    # Also publish to the config's MQTT broker (as client `<client id>-replay`). Off by default:
+    # a replayed fall clip must never raise a live alarm or take the daemon's place on the broker.
+    publish: bool = False
 
 
 def _replay_config(req: ReplayRequest) -> Config:
+    """The config a replay runs with: never the live daemon's state_dir (its lock, outbox and
+    journal stay untouched), MQTT only when asked (`publish`)."""
     if req.config is not None:
         cfg = load_config(req.config)
         if req.model is not None:
@@ -245,15 +275,23 @@ def _replay_config(req: ReplayRequest) -> Config:
         if req.video is not None:  # the replayed camera takes the video's place
             first = cfg.enabled_cameras()[0].model_copy(update={"source": str(req.video)})
             cfg = cfg.model_copy(update={"cameras": [first]})
-        return cfg
+        client = f"{cfg.mqtt.client_id or f'edge-hf-{cfg.device_id}'}-replay"
+        mqtt = cfg.mqtt.model_copy(
+            update={"enabled": cfg.mqtt.enabled and req.publish, "client_id": client}
+        )
+        return cfg.model_copy(update={"state_dir": req.state_dir, "mqtt": mqtt})
     if req.model is None or req.video is None:
         raise UserError("give --config FILE, or both --model and --video")
-    name = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in req.video.stem)[:64]
+    if req.publish:
+        raise UserError("--publish needs --config (the broker to publish to)")
+    # A camera name is ASCII letters, digits, '_' and '-' (it becomes an MQTT topic level).
+    name = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "_-") else "_"
+                   for ch in req.video.stem)[:64]  # fmt: skip
     return Config.model_validate(
         {
             "device_id": "replay",
             "model": {"path": req.model, "providers": ["cpu"]},
-            "cameras": [{"name": name or "video", "source": str(req.video)}],
+            "cameras": [{"name": name.strip("_") or "video", "source": str(req.video)}],
             "state_dir": req.state_dir,
         }
     )

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
-import shutil
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,33 +234,71 @@ def calibrate(
 def write_threshold(path: Path, camera: str, threshold: float) -> Path:
     """Set `threshold:` in the camera's block of a block-style YAML list; keeps a `.bak` copy.
 
-    Only the one line changes (comments and layout stay); a camera written in flow style
-    (`- {name: a, ...}`) is refused with the line to add by hand.
+    Only the one line changes (comments and layout stay; a `threshold:` anywhere in the camera's
+    block, before or after `name:`, is replaced); a camera written in flow style
+    (`- {name: a, ...}`) is refused with the line to add by hand. Both files are written whole
+    or not at all (temporary file, fsync, rename): a full disk leaves the config as it was.
     """
-    lines = path.read_text().splitlines(keepends=True)
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
     name_re = re.compile(rf"^(\s*)(-\s+)?name:\s*['\"]?{re.escape(camera)}['\"]?\s*(#.*)?$")
     for i, line in enumerate(lines):
         m = name_re.match(line.rstrip("\n"))
         if not m:
             continue
         indent = len(m.group(1)) + (len(m.group(2)) if m.group(2) else 0)
+        first = i if m.group(2) else _item_start(lines, i, indent)
         end = i + 1
         while end < len(lines) and (
             not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) >= indent
         ):
             end += 1
         new = f"{' ' * indent}threshold: {threshold:.3f}\n"
-        for j in range(i + 1, end):
-            if lines[j].strip().startswith("threshold:"):
-                lines[j] = new
+        for j in range(first, end):
+            key = lines[j].lstrip(" -") if j == first else lines[j][indent:]
+            if key.startswith("threshold:") and (j == first or lines[j][:indent].strip() == ""):
+                lines[j] = lines[j][: len(lines[j]) - len(key)] + new.lstrip()
                 break
         else:
             lines.insert(i + 1, new)
-        shutil.copyfile(path, path.with_suffix(path.suffix + ".bak"))
-        path.write_text("".join(lines))
-        load_config(path)  # still a valid config
-        return path
+        _replace_atomically(path.with_suffix(path.suffix + ".bak"), text)
+        return _replace_atomically(path, "".join(lines), check=load_config)
     raise UserError(
         f"{path}: no block-style camera entry 'name: {camera}' to write into; add "
         f"'threshold: {threshold:.3f}' to that camera by hand"
     )
+
+
+def _item_start(lines: list[str], i: int, indent: int) -> int:
+    """The line of the `- ` that opens the list item holding line `i` (its keys at `indent`)."""
+    for j in range(i - 1, -1, -1):
+        stripped = lines[j].lstrip()
+        if stripped.startswith("- ") and len(lines[j]) - len(stripped) + 2 == indent:
+            return j
+        if stripped and len(lines[j]) - len(stripped) < indent - 2:
+            break
+    return i
+
+
+def _replace_atomically(
+    path: Path, text: str, check: Callable[[Path], object] | None = None
+) -> Path:
+    """`path` holds `text` afterwards, or (disk full, `check` refusing it) is left as it was."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with tmp.open("w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if tmp.stat().st_size != len(text.encode()):
+            raise OSError(f"only {tmp.stat().st_size} of {len(text.encode())} bytes written")
+        if check is not None:
+            check(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"{path}: cannot write ({exc}); the file is unchanged") from None
+    except Exception:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

@@ -136,6 +136,39 @@ class CameraStats:
     reconnects: int = 0
     stalls: int = 0
     last_frame_at: float = field(default_factory=time.monotonic)
+    # Mean time between frames (exponential average, seconds; None before the second frame).
+    frame_gap_s: float | None = None
+    # Since when the sampled picture has been black or unchanged (None while it changes).
+    blind_since: float | None = None
+    blind_reason: str = ""
+
+    def slow(self, interval_s: float) -> bool:
+        """Whether the camera delivers frames too seldom for the model's sampling interval
+        (each window would repeat frames: a fall's motion is lost between them)."""
+        return (
+            self.frames_read >= SLOW_MIN_FRAMES
+            and self.frame_gap_s is not None
+            and self.frame_gap_s > SLOW_FACTOR * interval_s
+        )
+
+
+SLOW_FACTOR = 1.5  # frames this many sampling intervals apart, on average, make a camera slow
+SLOW_MIN_FRAMES = 10
+DARK_LEVEL = 12.0  # mean grey level under this: a black picture (covered lens, dead sensor)
+STILL_DIFF = 3  # no pixel moved more than this between samples: an unchanged picture
+
+
+def picture_problem(frame: np.ndarray, previous: np.ndarray | None) -> str:
+    """ "black", "unchanged" or "" for a sampled model-size RGB frame (every 4th pixel looked at:
+    cheap enough for every sample)."""
+    small = frame[::4, ::4]
+    if float(small.mean()) < DARK_LEVEL:
+        return "black"
+    if previous is not None:
+        diff = np.abs(small.astype(np.int16) - previous[::4, ::4].astype(np.int16))
+        if int(diff.max()) <= STILL_DIFF:
+            return "unchanged"
+    return ""
 
 
 class CaptureThread(threading.Thread):
@@ -235,11 +268,16 @@ class CaptureThread(threading.Thread):
         t0 = math.ceil(time.monotonic() / self.interval_s) * self.interval_s
         sampler = TickSampler(t0, self.interval_s)
         last: tuple[np.ndarray, np.ndarray] | None = None  # (a BGR frame, its model input)
+        previous: np.ndarray | None = None  # the model input sampled before
         while not self._stop_event.is_set():
             media_t = src.grab()
             now = time.monotonic()
             if media_t is None:
                 return not src.live and not getattr(src, "loop", False)
+            if self.stats.frames_read:
+                gap = now - self.stats.last_frame_at
+                ema = self.stats.frame_gap_s
+                self.stats.frame_gap_s = gap if ema is None else 0.9 * ema + 0.1 * gap
             self.stats.frames_read += 1
             self.stats.last_frame_at = now
             if self.stats.state != "online":
@@ -250,6 +288,8 @@ class CaptureThread(threading.Thread):
             for tick, chosen, arrived in sampler.on_frame(frame, now):
                 if last is None or last[0] is not chosen:
                     last = (chosen, to_model_rgb(chosen, self.size, self.crop, self.resize))
+                    self._watch_picture(last[1], previous, now)
+                    previous = last[1]
                 if self.pose_slot is not None:
                     self.pose_slot.offer(tick, chosen, self.crop)
                 self.ring.write(last[1], tick, arrived)
@@ -257,6 +297,16 @@ class CaptureThread(threading.Thread):
                     with self._evidence_lock:
                         self._evidence.append((tick, chosen))
         return False
+
+    def _watch_picture(self, frame: np.ndarray, previous: np.ndarray | None, now: float) -> None:
+        problem = picture_problem(frame, previous)
+        if not problem:
+            self.stats.blind_since, self.stats.blind_reason = None, ""
+        elif self.stats.blind_since is None or problem != self.stats.blind_reason:
+            self.stats.blind_since = (
+                now if self.stats.blind_since is None else self.stats.blind_since
+            )
+            self.stats.blind_reason = problem
 
     def evidence(self, tick: float) -> np.ndarray | None:
         """The full-resolution BGR frame sampled at `tick` (None if no longer kept)."""

@@ -98,6 +98,9 @@ class CameraConfig(_Section):
     loop: bool = False  # files: start again at the end
     stall_timeout_s: float = Field(5.0, gt=0, le=3600)
     open_timeout_s: float = Field(10.0, gt=0, le=3600)
+    # A picture that stays black or does not change at all this long (lens covered, sensor dead,
+    # a frozen stream) makes the camera's status `blind`; 0: never.
+    blind_after_s: float = Field(60.0, ge=0, le=7 * 24 * 3600)
     # rtsp:// sources: "auto" decodes on the Jetson's hardware decoder (GStreamer nvv4l2decoder)
     # when OpenCV has GStreamer and the element exists, else in software (FFmpeg); "hardware"
     # insists (an error if unavailable), "software" never tries it.
@@ -307,6 +310,8 @@ def _check_shape(root: yaml.Node | None, source: str) -> None:
             raise UserError(f"{source}: nested more than {MAX_CONFIG_DEPTH} levels deep")
         if id(node) in size:
             continue
+        if isinstance(node, yaml.MappingNode):
+            _refuse_duplicate_keys(node, source)
         children = (
             [v for kv in node.value for v in kv]
             if isinstance(node, yaml.MappingNode)
@@ -324,6 +329,22 @@ def _check_shape(root: yaml.Node | None, source: str) -> None:
             continue
         stack.append((node, depth, True))
         stack.extend((c, depth + 1, False) for c in children if id(c) not in size)
+
+
+def _refuse_duplicate_keys(node: yaml.MappingNode, source: str) -> None:
+    """YAML lets a later key silently replace an earlier one (a second `cameras:` drops the first
+    list): refuse it, naming both lines."""
+    seen: dict[Any, int] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode):
+            continue
+        line = key.start_mark.line + 1
+        if key.value in seen:
+            raise UserError(
+                f"{source}:{line}: key {key.value!r} is already set on line {seen[key.value]}; "
+                "a key may appear once per section: merge the two"
+            )
+        seen[key.value] = line
 
 
 def _flow_depth(text: str) -> int:
@@ -411,6 +432,10 @@ def parse_config(text: str, source: str = "<config>") -> Config:
             isinstance(raw, list) and any(isinstance(x, (dict, list)) for x in raw)
         )
         quiet = err["type"] in ("missing", "extra_forbidden") or nested
+        if isinstance(raw, str):  # a camera URL's password or ?token=… never reaches a log
+            from edge_hf.daemon.sources import redact
+
+            raw = redact(raw)
         value = "" if quiet else f" = {raw!r}"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise UserError(f"{source}:{line}: {_dotted(loc)}{value}: {msg}{more}") from None
@@ -467,22 +492,9 @@ STATE_ENTRIES = (
 )  # fmt: skip
 
 
-def ensure_state_dir(cfg: Config) -> None:
-    """Create `state_dir` (outbox, snapshots, TensorRT cache) or fail in one line.
-
-    The daemon (often root) writes there, so a folder other users can write to is refused (they
-    could plant `outbox.sqlite3 -> /etc/shadow`), and so is a link in place of any of its files.
-    `state_dir` itself may be a link the administrator made.
-    """
-    state = cfg.state_dir
-    try:
-        state.mkdir(mode=0o700, parents=True, exist_ok=True)
-        mode = state.stat().st_mode
-    except OSError as exc:
-        raise UserError(
-            f"state_dir: cannot create {state} ({exc.strerror}); set state_dir to a writable "
-            "folder or run as the service user"
-        ) from None
+def _refuse_unsafe_state(state: Path) -> None:
+    """A state_dir others can write to, or holding links where the daemon's files go: refused."""
+    mode = state.stat().st_mode
     if mode & 0o022:
         raise UserError(
             f"state_dir: {state} is writable by other users (mode {mode & 0o7777:o}); use a "
@@ -494,6 +506,24 @@ def ensure_state_dir(cfg: Config) -> None:
                 f"state_dir: {state / name} is a symbolic link; edge-hf does not follow links in "
                 "its state_dir: remove it"
             )
+
+
+def ensure_state_dir(cfg: Config) -> None:
+    """Create `state_dir` (outbox, snapshots, TensorRT cache) or fail in one line.
+
+    The daemon (often root) writes there, so a folder other users can write to is refused (they
+    could plant `outbox.sqlite3 -> /etc/shadow`), and so is a link in place of any of its files.
+    `state_dir` itself may be a link the administrator made.
+    """
+    state = cfg.state_dir
+    try:
+        state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"state_dir: cannot create {state} ({exc.strerror}); set state_dir to a writable "
+            "folder or run as the service user"
+        ) from None
+    _refuse_unsafe_state(state)
     try:
         probe = state / ".write-test"
         probe.touch()
@@ -503,6 +533,44 @@ def ensure_state_dir(cfg: Config) -> None:
             f"state_dir: cannot write to {state} ({exc.strerror}); set state_dir to a "
             "writable folder or run as the service user"
         ) from None
+
+
+def check_state_dir(cfg: Config) -> None:
+    """What `ensure_state_dir` would refuse, found without creating or writing anything (for
+    `check`): an unsafe folder, one this user cannot write, or one that cannot be created."""
+    state = cfg.state_dir
+    if state.exists():
+        if not state.is_dir():
+            raise UserError(f"state_dir: {state} is not a folder; point state_dir at a folder")
+        _refuse_unsafe_state(state)
+        target = state
+    else:
+        target = next((p for p in state.parents if p.exists()), Path("/"))
+    if not os.access(target, os.W_OK | os.X_OK):
+        what = "write to" if target == state else f"create {state} in"
+        raise UserError(
+            f"state_dir: this user cannot {what} {target}; set state_dir to a writable folder "
+            "or run check as the service user"
+        )
+
+
+def check_metrics_port(cfg: Config) -> None:
+    """The metrics endpoint can listen (for `check`); a port in use is named in one line."""
+    import socket
+
+    m = cfg.metrics
+    if not m.enabled:
+        return
+    family = socket.AF_INET6 if ":" in m.host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((m.host, m.port))
+        except OSError as exc:
+            raise UserError(
+                f"metrics.port {m.port}: cannot listen on {m.host} ({exc.strerror}); pick a "
+                "free port or stop what holds it"
+            ) from None
 
 
 def load_config(path: Path) -> Config:

@@ -14,8 +14,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from edge_hf.core.errors import UserError
+from edge_hf.core.runtime import read_contract
 from edge_hf.daemon.config import CameraConfig, Config
 
 
@@ -91,16 +93,23 @@ def _gstreamer(cfg: Config) -> list[Finding]:
     return out
 
 
-def _camera(cam: CameraConfig) -> Finding:
+FPS_PROBE_S = 2.0  # how long doctor counts a live camera's frames
+
+
+def _camera(cam: CameraConfig, interval_s: float | None = None) -> Finding:
+    from edge_hf.daemon.capture import SLOW_FACTOR
     from edge_hf.daemon.sources import SourceError, make_source
 
     src = make_source(
         cam.source, realtime=False, open_timeout_s=cam.open_timeout_s, decoder=cam.decoder
     )
     t0 = time.monotonic()
+    fps = 0.0
     try:
         src.open()
         got = src.read()
+        if got is not None:
+            fps = _frame_rate(src) if src.live else float(getattr(src, "fps", 0.0))
     except SourceError as exc:
         return Finding("FAIL", f"camera {cam.name}", f"{exc}: check cameras[].source")
     finally:
@@ -108,11 +117,22 @@ def _camera(cam: CameraConfig) -> Finding:
     if got is None:
         return Finding("FAIL", f"camera {cam.name}", f"{src.description} opened but gave no frame")
     h, w = got[0].shape[:2]
-    return Finding(
-        "ok",
-        f"camera {cam.name}",
-        f"{src.description}: a {w}x{h} frame in {time.monotonic() - t0:.1f} s",
-    )
+    detail = f"{src.description}: a {w}x{h} frame in {time.monotonic() - t0:.1f} s, {fps:.1f} fps"
+    if interval_s and fps and 1.0 / fps > SLOW_FACTOR * interval_s:
+        return Finding(
+            "warn", f"camera {cam.name}",
+            f"{detail}: too slow for the model's {interval_s * 1000:.0f} ms sampling (windows "
+            f"repeat frames, falls can be missed); set the camera to >= {1 / interval_s:.0f} fps",
+        )  # fmt: skip
+    return Finding("ok", f"camera {cam.name}", detail)
+
+
+def _frame_rate(src: Any) -> float:
+    """Frames per second a live source delivers, counted over FPS_PROBE_S."""
+    t0, n = time.monotonic(), 0
+    while time.monotonic() - t0 < FPS_PROBE_S and src.read() is not None:
+        n += 1
+    return n / max(time.monotonic() - t0, 1e-6)
 
 
 def _mqtt(cfg: Config, timeout_s: float = 5.0) -> Finding:
@@ -171,8 +191,13 @@ def diagnose(
     add(_providers(cfg))
     add(_gstreamer(cfg))
     if cameras:
+        try:
+            model_interval_ms: float | None = read_contract(cfg.model.path).interval_ms
+        except UserError:
+            model_interval_ms = None  # said by the model check above
         for cam in cfg.enabled_cameras():
-            add([_camera(cam)])
+            ms = cam.interval_ms or model_interval_ms
+            add([_camera(cam, ms / 1000 if ms else None)])
     add([_mqtt(cfg)])
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     add([Finding("ok", "memory", f"{rss:.0f} MB peak RSS of this check (the daemon's is close)")])

@@ -28,6 +28,7 @@ import logging
 import statistics
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -111,7 +112,8 @@ class _Open:
     """The event in progress on a camera."""
 
     event_id: str
-    started: float
+    started: float  # detector time (monotonic live): what timers measure from
+    started_at: float  # Unix time of the start: what the events say
     peak_score: float
     snapshot: str | None = None
     below: int = 0  # consecutive windows under the threshold
@@ -155,9 +157,14 @@ class FallDetector:
         model: ModelInfo,
         snapshot_dir: Path | None = None,
         decision: str = "cnn",
+        wall: Callable[[float], float] | None = None,
     ) -> None:
         self.camera, self.device_id, self.cfg = camera, device_id, cfg
         self.decision = decision  # PersonConfig.decision when the person stage is on
+        # Detector time -> Unix time. Every timer (cooldown, confirm_s, clear_after_s) runs on
+        # the time `update` is fed (the monotonic clock live, media time in replay); only the
+        # timestamps an event carries are wall clock, so an NTP step never stretches a timer.
+        self.wall = wall or (lambda t: t)
         self._pose_down_at = float("-inf")
         self.threshold, self.model = threshold, model
         self.snapshot_dir = snapshot_dir if cfg.snapshot else None
@@ -308,8 +315,10 @@ class FallDetector:
         # Stable and unique: the same camera never starts two events at the same instant, and a
         # replay of the same file gives the same ids.
         started = t if started is None else started
-        event_id = str(uuid.uuid5(_NAMESPACE, f"{self.device_id}/{self.camera}/{started:.3f}"))
-        self._open = _Open(event_id, started, score, self._snapshot(event_id, frame, evidence))
+        started_at = self.wall(started)
+        event_id = str(uuid.uuid5(_NAMESPACE, f"{self.device_id}/{self.camera}/{started_at:.3f}"))
+        snapshot = self._snapshot(event_id, frame, evidence)
+        self._open = _Open(event_id, started, started_at, score, snapshot)
         self.counts.start += 1
         log.info("%s: fall started (score %.2f) event %s", self.camera, score, event_id)
         return self._event("start", score, t)
@@ -328,8 +337,11 @@ class FallDetector:
         ev = self._open
         if ev is None:
             raise RuntimeError("no fall event is open")
+        # A start is stamped by the wall clock now; an end by the start's stamp plus the time
+        # that passed (monotonic): never before its start, whatever the wall clock did since.
+        at = self.wall(t) if kind == "start" else ev.started_at + max(0.0, t - ev.started)
         return FallEvent(
-            ev.event_id, kind, self.camera, self.device_id, t, ev.started, score,
+            ev.event_id, kind, self.camera, self.device_id, at, ev.started_at, score,
             ev.peak_score, self.model, ev.snapshot, reason,
         )  # fmt: skip
 
@@ -346,12 +358,18 @@ class FallDetector:
             bgr = cv2.cvtColor(frame, cv2.COLOR_RGB2BGR)
         else:
             return None
-        self.snapshot_dir.mkdir(parents=True, exist_ok=True)
         path = self.snapshot_dir / f"{event_id}.jpg"
-        if not cv2.imwrite(str(path), bgr, [cv2.IMWRITE_JPEG_QUALITY, 85]):
-            log.warning("%s: could not write snapshot %s", self.camera, path)
+        # The alert matters more than its picture: a snapshot that cannot be written (disk or
+        # inodes full, a file where the folder should be) is logged and the alert goes without.
+        try:
+            self.snapshot_dir.mkdir(parents=True, exist_ok=True)
+            if not cv2.imwrite(str(path), bgr, [cv2.IMWRITE_JPEG_QUALITY, 85]):
+                raise OSError("OpenCV could not write it")
+            prune(self.snapshot_dir, self.cfg.snapshot_keep, int(self.cfg.snapshot_max_mb * 1e6))
+        except (OSError, cv2.error) as exc:
+            log.error("%s: no snapshot for this fall (%s: %s); the alert goes without it",
+                      self.camera, path, exc)  # fmt: skip
             return None
-        prune(self.snapshot_dir, self.cfg.snapshot_keep, int(self.cfg.snapshot_max_mb * 1e6))
         return str(path)
 
 

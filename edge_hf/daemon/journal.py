@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from edge_hf.daemon.config import NAME
 from edge_hf.daemon.events import FallEvent, ModelInfo
 from edge_hf.daemon.sinks import AlertSink
 from edge_hf.daemon.status import SinkHealth, Snapshot
@@ -34,27 +35,31 @@ class OpenEvents:
             loaded = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(loaded, dict):
                 raise ValueError("not an object")
-            self._open = loaded
         except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as exc:
+            return
+        except (OSError, ValueError, RecursionError) as exc:
             log.warning("%s is unreadable (%s): starting without open events", path, exc)
+            return
+        # Each entry is checked here, once: a damaged one is skipped with a line in the log,
+        # never a traceback at every start (a crash loop that watches no camera at all).
+        for key, entry in loaded.items():
+            try:
+                self._open[str(key)] = _entry(entry, time.time())
+            except (KeyError, TypeError, ValueError, OverflowError) as exc:
+                log.warning("%s: skipping an unreadable open event %r (%s)", path, key, exc)
 
     def leftovers(self) -> list[FallEvent]:
         """`end` events (reason `restart`) for what an earlier run left open, oldest first."""
         now = time.time()
         out = []
-        for e in sorted(self._open.values(), key=lambda e: float(e.get("started_at", 0.0))):
-            try:
-                out.append(
-                    FallEvent(
-                        str(e["event_id"]), "end", str(e["camera"]), str(e["device_id"]), now,
-                        float(e["started_at"]), 0.0, float(e["peak_score"]),
-                        ModelInfo(**e["model"]), e.get("snapshot"), "restart",
-                    )
-                )  # fmt: skip
-            except (KeyError, TypeError, ValueError) as exc:
-                log.warning("%s: skipping an unreadable open event (%s)", self.path, exc)
+        for e in sorted(self._open.values(), key=lambda e: e["started_at"]):
+            out.append(
+                FallEvent(
+                    e["event_id"], "end", e["camera"], e["device_id"], max(now, e["started_at"]),
+                    e["started_at"], 0.0, e["peak_score"], ModelInfo(**e["model"]),
+                    e.get("snapshot"), "restart",
+                )
+            )  # fmt: skip
         return out
 
     def record(self, event: FallEvent) -> None:
@@ -86,6 +91,34 @@ class OpenEvents:
 
     def __len__(self) -> int:
         return len(self._open)
+
+
+MAX_FUTURE_S = 24 * 3600.0  # a start this far ahead of the clock is damage, not a clock step
+
+
+def _entry(e: Any, now: float) -> dict[str, Any]:
+    """One journal entry, checked: names that make valid topics, times and scores that are
+    numbers a fall can have (ValueError / TypeError / KeyError otherwise)."""
+    if not isinstance(e, dict):
+        raise TypeError(f"{type(e).__name__}, not an object")
+    for key in ("camera", "device_id"):
+        if not isinstance(e[key], str) or not NAME.fullmatch(e[key]):
+            raise ValueError(f"{key} {e[key]!r} is not a camera/device name")
+    if not isinstance(e["event_id"], str) or not e["event_id"]:
+        raise ValueError("no event_id")
+    started, peak = float(e["started_at"]), float(e["peak_score"])
+    if not (0.0 <= started <= now + MAX_FUTURE_S):
+        raise ValueError(f"started_at {started!r} is not a time this journal could hold")
+    if not (0.0 <= peak <= 1.0):
+        raise ValueError(f"peak_score {peak!r} is not a probability")
+    model = e["model"]
+    if not isinstance(model, dict):
+        raise TypeError("model is not an object")
+    info = ModelInfo(str(model["name"]), int(model["window"]), float(model["interval_ms"]))
+    snapshot = e.get("snapshot")
+    return {"event_id": e["event_id"], "camera": e["camera"], "device_id": e["device_id"],
+            "started_at": started, "peak_score": peak, "model": info.as_dict(),
+            "snapshot": snapshot if isinstance(snapshot, str) else None}  # fmt: skip
 
 
 class JournalSink:

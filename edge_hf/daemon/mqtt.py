@@ -15,7 +15,8 @@ crash (a retained `ON` left by a killed daemon is overwritten).
 Topics (prefix `edge_hf` by default):
 - `<prefix>/<device>/availability`         retained `online` / `offline` (also the last will)
 - `<prefix>/<device>/stats`                retained JSON health numbers (QoS 0)
-- `<prefix>/<device>/<camera>/status`      retained `online` / `stalled` / `offline`
+- `<prefix>/<device>/<camera>/status`      retained `online` / `slow` / `blind` / `stalled` /
+                                          `offline`
 - `<prefix>/<device>/<camera>/fall`        retained `ON` / `OFF`
 - `<prefix>/<device>/<camera>/event`       QoS 1 JSON event (see `event.schema.json`)
 - `<prefix>/<device>/<camera>/attributes`  retained: the camera's last event (entity attributes)
@@ -43,12 +44,17 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
 from edge_hf import __version__
-from edge_hf.daemon.config import MqttConfig
+from edge_hf.daemon.config import NAME, MqttConfig
 from edge_hf.daemon.events import FallEvent
 from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.status import SinkHealth, Snapshot
 
 log = logging.getLogger(__name__)
+# online; slow: frames too seldom for the model's interval; blind: the picture black or frozen;
+# stalled: no frames; offline: not running.
+PAHO_LOG = logging.getLogger("edge_hf.daemon.paho")
+RECONNECT_MAX_S = 4  # the longest wait between two reconnect attempts
+CAMERA_STATUSES = ("online", "slow", "blind", "stalled", "offline")
 WATCH_S = 2.0  # how often the network thread is checked
 MAX_SNAPSHOT_BYTES = 5_000_000  # a larger JPEG is not published (it stays on disk)
 HAND_OVER = 100  # most alerts held in paho's memory at once; the rest wait in the outbox
@@ -67,6 +73,18 @@ def apply_auth_tls(client: mqtt.Client, cfg: MqttConfig) -> None:
             cert_reqs=ssl.CERT_REQUIRED,
         )
         client.tls_insecure_set(cfg.tls.insecure)
+
+
+class _ClosingFilter(logging.Filter):
+    """paho's network thread may run one more loop after a clean `disconnect()` and log
+    "Client is not connected" as an ERROR: noise at every shutdown, dropped while closing."""
+
+    def __init__(self, sink: MqttSink) -> None:
+        super().__init__()
+        self.sink = sink
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.sink._closing and "Client is not connected" in record.getMessage())
 
 
 class MqttSink:
@@ -107,6 +125,7 @@ class MqttSink:
         # Every camera's fall state is re-published once the backlog drained after a connect.
         self._state_due = False
         self._command: Callable[[str, str], None] | None = None
+        self._quiet_close = _ClosingFilter(self)
         self._announced_file = state_dir / "announced.json"
         self._removed = self._cameras_that_left()
         self.client = self._make_client()
@@ -122,7 +141,9 @@ class MqttSink:
         )
         apply_auth_tls(client, cfg)
         client.will_set(f"{self.base}/availability", "offline", qos=1, retain=True)
-        client.reconnect_delay_set(min_delay=1, max_delay=30)
+        # Backoff capped well under the keepalive: a broker back after an outage is found
+        # within seconds (reconnect attempts to one broker cost nothing).
+        client.reconnect_delay_set(min_delay=1, max_delay=RECONNECT_MAX_S)
         client.max_queued_messages_set(0)  # unbounded in memory; the outbox is the bound
         client.on_connect = self._on_connect
         client.on_connect_fail = self._on_connect_fail
@@ -130,7 +151,8 @@ class MqttSink:
         # An exception in one of our callbacks is logged, not raised: raised, it would end paho's
         # network thread and with it every later alert, silently.
         client.suppress_exceptions = True
-        client.enable_logger(logging.getLogger("edge_hf.daemon.paho"))
+        PAHO_LOG.addFilter(self._quiet_close)  # (once: a logger keeps one of each filter)
+        client.enable_logger(PAHO_LOG)
         client.on_publish = self._on_publish
         client.on_message = self._on_message
         return client
@@ -143,7 +165,13 @@ class MqttSink:
             before = []
         if not isinstance(before, list):
             before = []
-        return [str(c) for c in before if c not in self.cameras]
+        # Only names a camera can have: anything else (a damaged file, "a/#") would make a
+        # topic the broker refuses, inside on_connect, and the daemon would never say online.
+        left = [c for c in before if isinstance(c, str) and NAME.fullmatch(c)]
+        if len(left) != len(before):
+            log.warning("%s: ignoring %d entries that are not camera names",
+                        self._announced_file, len(before) - len(left))  # fmt: skip
+        return [c for c in left if c not in self.cameras]
 
     def _remember_announced(self) -> None:
         tmp = self._announced_file.with_name(self._announced_file.name + ".tmp")
@@ -443,7 +471,7 @@ class MqttSink:
         box_up = {"topic": f"{self.base}/availability"}
         camera_up = {
             "topic": f"{base}/status",
-            "value_template": "{{ 'online' if value == 'online' else 'offline' }}",
+            "value_template": "{{ 'online' if value in ('online', 'slow') else 'offline' }}",
         }
         # Per component: the entity's name and its own keys. Availability is the box's alone
         # unless given: a fall stays visible while its camera is stalled.
@@ -454,7 +482,7 @@ class MqttSink:
                 "json_attributes_topic": f"{base}/attributes",
             }),
             "sensor": ("Status", {
-                "device_class": "enum", "options": ["online", "stalled", "offline"],
+                "device_class": "enum", "options": list(CAMERA_STATUSES),
                 "state_topic": f"{base}/status",
             }),
             "event": ("Fall event", {
@@ -543,6 +571,7 @@ class MqttSink:
                 info.wait_for_publish(max(0.1, deadline - time.monotonic()))
         self.client.disconnect()
         self.client.loop_stop()
+        PAHO_LOG.removeFilter(self._quiet_close)
         left = len(self.outbox)
         if left:
             log.warning(

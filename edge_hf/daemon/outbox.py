@@ -19,6 +19,9 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any
+
+from edge_hf.daemon.config import TOPIC
 
 log = logging.getLogger(__name__)
 DROP_LOG_EVERY_S = 60.0  # one "dropped" line per minute at most, however many alerts go
@@ -180,9 +183,28 @@ class Outbox:
                 self._degrade(exc)
                 rows = []
             held = [(i, *m) for i, m in sorted(self._memory.items(), reverse=True)]
-        disk = [(int(r[0]), str(r[1]), bytes(r[2]), int(r[3]), bool(r[4])) for r in rows]
+        disk = [row for r in rows if (row := self._checked(r)) is not None]
         out = disk + [(int(i), str(t), bytes(p), int(q), bool(r)) for i, t, p, q, r in held]
         return out if limit is None else out[:limit]
+
+    def _checked(self, r: Any) -> Row | None:
+        """A row read from disk as (id, topic, payload, qos, retain), or None for a damaged one
+        (a topic with wildcards, a QoS that MQTT has not): deleted and logged, never sent."""
+        row_id, topic, payload, qos, retain = r
+        ok = (
+            isinstance(topic, str) and bool(topic) and TOPIC.fullmatch(topic) is not None
+            and isinstance(payload, (bytes, str)) and qos in (0, 1, 2) and retain in (0, 1)
+        )  # fmt: skip
+        if ok:
+            data = payload.encode() if isinstance(payload, str) else bytes(payload)
+            return (int(row_id), topic, data, int(qos), bool(retain))
+        log.error("outbox %s: dropping damaged row %r (topic %r, qos %r)", self.path, row_id,
+                  topic, qos)  # fmt: skip
+        try:
+            self._db.execute("DELETE FROM outbox WHERE id = ?", (row_id,))
+        except sqlite3.Error as exc:
+            self._degrade(exc)
+        return None
 
     def current_id(self, row_id: int) -> int:
         """The id a row has now (a message held in memory gets a disk id once written)."""

@@ -70,6 +70,7 @@ class CameraRuntime:
             skipped=self.skipped,
             dropped=self.ring.dropped,
             last_score=self.detector.last_score,
+            status=self.status,
             events_started=self.detector.counts.start,
             events_ended=self.detector.counts.end,
         )
@@ -91,6 +92,15 @@ class PipelineStats:
         self.busy_ms += inference_ms
         self.latency_ms.extend(latencies)
         self.last_progress = time.monotonic()
+
+
+def wall_time(monotonic_t: float) -> float:
+    """The Unix time of a monotonic instant, by the wall clock as it reads now."""
+    return monotonic_t + (time.time() - time.monotonic())
+
+
+def _same(t: float) -> float:
+    return t
 
 
 class Pipeline:
@@ -162,7 +172,7 @@ class Pipeline:
                 full = None  # the centre frame at camera resolution, when snapshots are on
                 if cam.thread is not None and cam.detector.snapshot_dir is not None:
                     full = cam.thread.evidence(w.times[mid])
-                t = to_unix(w.arrivals[-1])  # when the newest frame arrived
+                t = to_unix(w.arrivals[-1])  # when the newest frame arrived (detector time)
                 pose = self.person.verdict(cam.cfg.name) if self.person is not None else None
                 for event in cam.detector.update(score, t, w.frames[mid], down, full, pose):
                     self.sink.send(event)
@@ -214,17 +224,44 @@ class Pipeline:
         return due
 
     def _update_status(self) -> None:
+        now = time.monotonic()
         for cam in self.cameras:
             if cam.thread is None:
                 continue
             cam.thread.check_stall()
-            state = cam.thread.stats.state
+            st = cam.thread.stats
+            state = st.state
             status = {"online": "online", "stalled": "stalled"}.get(state, "offline")
             if state == "starting":
                 continue
+            since = st.blind_since
+            after = cam.cfg.blind_after_s
+            if status == "online" and since is not None and after and now - since >= after:
+                status = "blind"
+            if status == "online" and st.slow(cam.interval_s):
+                status = "slow"
             if status != cam.status:
+                self._say_status(cam, status)
                 cam.status = status
                 self.sink.camera_status(cam.cfg.name, status)
+
+    @staticmethod
+    def _say_status(cam: CameraRuntime, status: str) -> None:
+        st, name = cam.thread.stats if cam.thread else None, cam.cfg.name
+        if status == "slow" and st is not None and st.frame_gap_s:
+            log.warning(
+                "%s: the camera delivers %.1f frames/s but the model samples every %.0f ms: "
+                "windows repeat frames and falls can be missed; raise the camera's frame rate",
+                name, 1.0 / st.frame_gap_s, cam.interval_s * 1000,
+            )  # fmt: skip
+        elif status == "blind" and st is not None:
+            log.warning(
+                "%s: the picture has been %s for %.0f s (lens covered? sensor or stream dead?): "
+                "no fall can be seen",
+                name, st.blind_reason, time.monotonic() - (st.blind_since or 0),
+            )  # fmt: skip
+        elif cam.status in ("slow", "blind"):
+            log.info("%s: camera %s again (was %s)", name, status, cam.status)
 
     def command(self, camera: str, command: str) -> None:
         """A command from outside (any thread): `ack` ends the camera's latched fall."""
@@ -239,7 +276,7 @@ class Pipeline:
                 log.warning("ignoring command %r for camera %r", command, name)
                 continue
             log.info("%s: fall acknowledged", name)
-            for event in cam.detector.acknowledge(time.time()):
+            for event in cam.detector.acknowledge(time.monotonic()):
                 self.sink.send(event)
 
     def start(self) -> None:
@@ -302,7 +339,8 @@ class Pipeline:
 
     def run(self, drain_s: float = 5.0) -> None:
         """The inference loop, until `stop` is set or every (file) camera has ended."""
-        wall_offset = time.time() - time.monotonic()
+        for cam in self.cameras:  # detectors run on the monotonic clock, events say wall time
+            cam.detector.wall = wall_time
         # Cameras tick on a shared grid but their frames land a little apart: after the first new
         # sample, wait for the others due at that tick to join the batch, this long at most.
         interval_s = min(c.interval_s for c in self.cameras)
@@ -322,7 +360,7 @@ class Pipeline:
                 due = self._due_windows()
                 if due:
                     t0 = time.monotonic()
-                    self.process(due, lambda t: t + wall_offset)
+                    self.process(due, _same)
                     busy_s = time.monotonic() - t0
                 self._update_status()
                 now = time.monotonic()
@@ -339,9 +377,9 @@ class Pipeline:
                     log.info("every camera has ended")
                     break
         finally:
-            self.shutdown(drain_s, wall_offset)
+            self.shutdown(drain_s)
 
-    def shutdown(self, drain_s: float, wall_offset: float) -> None:
+    def shutdown(self, drain_s: float) -> None:
         """Stop capture, classify what is left within the budget, close events, close the sink."""
         self.notifier.stopping()
         self.stop.set()
@@ -351,10 +389,10 @@ class Pipeline:
                 cam.thread.join(max(0.0, deadline - time.monotonic()))
         due = self._due_windows()
         if due and time.monotonic() < deadline:
-            self.process(due, lambda t: t + wall_offset)
+            self.process(due, _same)
         elif due:
             log.warning("shutdown: dropped %d unclassified windows (drain budget spent)", len(due))
-        now = time.time()
+        now = time.monotonic()
         for cam in self.cameras:
             for event in cam.detector.close(now):
                 self.sink.send(event)

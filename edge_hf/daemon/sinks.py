@@ -119,6 +119,7 @@ class RecordingSink:
 
     def __init__(self, maxlen: int = 10_000) -> None:
         self.events: deque[FallEvent] = deque(maxlen=maxlen)
+        self.statuses: deque[tuple[str, str]] = deque(maxlen=maxlen)  # (camera, status)
 
     def start(self) -> None:
         return None
@@ -127,7 +128,7 @@ class RecordingSink:
         self.events.append(event)
 
     def camera_status(self, camera: str, status: str) -> None:
-        return None
+        self.statuses.append((camera, status))
 
     def stats(self, snapshot: Snapshot) -> None:
         return None

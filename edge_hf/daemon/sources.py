@@ -305,14 +305,14 @@ def make_source(
     if re.match(r"^(rtsp|rtsps|http|https|rtmp|udp|tcp)://", source):
         software = OpenCVSource(
             source, cv2.CAP_FFMPEG, live=True, open_timeout_s=open_timeout_s,
-            read_timeout_s=read_timeout_s, description=_redact(source), probe=source,
+            read_timeout_s=read_timeout_s, description=redact(source), probe=source,
         )  # fmt: skip
         rtsp = source.startswith(("rtsp://", "rtsps://"))
         if not rtsp or decoder == "software" or (decoder == "auto" and not hardware_decoder()):
             return software
         hardware = OpenCVSource(
             hardware_rtsp_pipeline(source), cv2.CAP_GSTREAMER, live=True,
-            open_timeout_s=open_timeout_s, description=f"{_redact(source)} (hardware decoder)",
+            open_timeout_s=open_timeout_s, description=f"{redact(source)} (hardware decoder)",
             probe=source,
         )  # fmt: skip
         return hardware if decoder == "hardware" else FirstThatOpens([hardware, software])
@@ -324,7 +324,15 @@ def make_source(
     )
 
 
-def _redact(url: str) -> str:
-    """A URL without its password, for logs."""
+# Query parameters that carry secrets (`?token=…`, `&api_key=…`, `&sig=…`): masked like passwords.
+_SECRET_PARAM = re.compile(
+    r"([?&;](?:[^=&#;]*(?:token|key|pass|pwd|secret|auth|sig|cred|session)[^=&#;]*)=)[^&#;]*",
+    re.IGNORECASE,
+)
+
+
+def redact(url: str) -> str:
+    """A URL without its password or secret query parameters, for logs and `doctor`."""
     # Up to the *last* '@' before the host: a password may itself contain '@' ("p@ss").
-    return re.sub(r"//([^:/@]+):[^/]*@", r"//\1:***@", url)
+    url = re.sub(r"//([^:/@]+):[^/]*@", r"//\1:***@", url)
+    return _SECRET_PARAM.sub(r"\1***", url)

@@ -37,6 +37,7 @@ class CameraSnapshot:
     last_score: float
     events_started: int
     events_ended: int
+    status: str = "starting"  # what MQTT says: online, slow, blind, stalled, offline
 
 
 @dataclass(frozen=True)

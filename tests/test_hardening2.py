@@ -1,0 +1,470 @@
+"""Hardening, round 2 (#31): each way a real deployment lost, faked or hid a fall, reproduced with
+real files, a real Mosquitto and clock steps through the detector's injectable wall clock."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge_hf.daemon.config import DetectionConfig, MqttConfig
+from edge_hf.daemon.events import FallDetector, ModelInfo
+from edge_hf.daemon.journal import JournalSink, OpenEvents
+from edge_hf.daemon.mqtt import MqttSink
+from edge_hf.daemon.outbox import Outbox
+from edge_hf.daemon.sinks import RecordingSink
+from tests.broker import Broker
+from tests.test_mqtt import Subscriber, _event
+
+INFO = ModelInfo("m.onnx", 3, 100.0)
+
+
+def _detector(tmp_path: Path, wall: object = None, **kw: object) -> FallDetector:
+    cfg = DetectionConfig(**{"k": 2, "n": 3, "cooldown_s": 10.0, **kw})  # type: ignore[arg-type]
+    return FallDetector("hall", "box", cfg, 0.5, INFO, tmp_path / "snapshots", wall=wall)  # type: ignore[arg-type]
+
+
+def _fall(d: FallDetector, t0: float, frame: np.ndarray | None = None) -> list[str]:
+    """Three high windows from `t0` (0.1 s apart): the event types they cause."""
+    return [e.type for i in range(3) for e in d.update(0.9, t0 + 0.1 * i, frame)]
+
+
+# ------------------------------------------------------------------ 1: snapshot cannot be written
+
+
+def test_an_alert_goes_out_without_its_snapshot_when_the_folder_cannot_be_made(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "snapshots").write_text("a file where the snapshot folder should be")
+    d = _detector(tmp_path, snapshot=True)
+    frame = np.full((64, 64, 3), 128, np.uint8)
+    with caplog.at_level(logging.ERROR):
+        events = [e for i in range(3) for e in d.update(0.9, 100 + 0.1 * i, frame)]
+    assert [e.type for e in events] == ["start"]
+    assert events[0].snapshot is None
+    assert any("no snapshot for this fall" in r.message for r in caplog.records)
+
+
+def test_a_snapshot_is_still_written_when_it_can_be(tmp_path: Path) -> None:
+    d = _detector(tmp_path, snapshot=True)
+    frame = np.full((64, 64, 3), 128, np.uint8)
+    events = [e for i in range(3) for e in d.update(0.9, 100 + 0.1 * i, frame)]
+    assert events[0].snapshot is not None and Path(events[0].snapshot).stat().st_size > 0
+
+
+# ------------------------------------------------------------------ 2: wall-clock steps
+
+
+@pytest.mark.parametrize("step_s", [3600.0, -3600.0])
+def test_a_wall_clock_step_neither_deafens_a_camera_nor_reverses_an_event(
+    tmp_path: Path, step_s: float
+) -> None:
+    offset = [1_767_225_600.0]  # wall = monotonic + offset; NTP moves the offset
+    d = _detector(tmp_path, wall=lambda t: t + offset[0])
+    events = [e for i in range(3) for e in d.update(0.9, 100 + 0.1 * i)]
+    assert [e.type for e in events] == ["start"]
+    offset[0] += step_s  # the clock steps while the fall is latched
+    end = d.acknowledge(110.0)  # an ack, on the monotonic clock like every timer
+    assert [e.type for e in end] == ["end"]
+    start, stop = events[0].as_dict(), end[0].as_dict()
+    assert stop["ended_at"] >= start["started_at"], "an end is never before its start"
+    assert end[0].time - events[0].started_at == pytest.approx(110.0 - 100.1)  # started at k=2
+    # The next fall, after the 10 s cooldown by the monotonic clock, raises its event.
+    for i in range(20):
+        d.update(0.1, 111 + 0.1 * i)
+    assert _fall(d, 121.0) == ["start"]
+
+
+# ------------------------------------------------------------------ 4, 5: damaged state files
+
+
+def _write_journal(state: Path, content: object) -> OpenEvents:
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "open-events.json").write_text(json.dumps(content))
+    return OpenEvents(state / "open-events.json")
+
+
+GOOD = {"event_id": "e1", "camera": "hall", "device_id": "box", "started_at": 1767225600.0,
+        "peak_score": 0.9, "model": {"name": "m.onnx", "window": 3, "interval_ms": 100.0}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [1, {**GOOD, "started_at": "abc"}, {**GOOD, "started_at": 1e300}, {**GOOD, "camera": "a/#"},
+     {**GOOD, "peak_score": float("nan")}, {**GOOD, "model": "x"}, {**GOOD, "device_id": None}],
+    ids=["not-an-object", "time-text", "time-1e300", "camera-wildcard", "score-nan", "model",
+         "device"],
+)  # fmt: skip
+def test_a_damaged_journal_entry_is_skipped_and_the_good_ones_still_end(
+    tmp_path: Path, bad: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal = _write_journal(tmp_path, {"x": bad, "e1": GOOD})
+    inner = RecordingSink()
+    with caplog.at_level(logging.WARNING):
+        JournalSink(inner, journal).start()
+    assert [(e.event_id, e.type, e.end_reason) for e in inner.events] == [("e1", "end", "restart")]
+    assert any("skipping an unreadable open event" in r.message for r in caplog.records)
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{", '"x"', "[" * 100_000])
+def test_a_journal_that_is_not_an_object_starts_empty(tmp_path: Path, text: str) -> None:
+    (tmp_path / "open-events.json").write_text(text)
+    journal = OpenEvents(tmp_path / "open-events.json")
+    assert len(journal) == 0 and journal.leftovers() == []
+
+
+def test_damaged_outbox_rows_are_dropped_not_sent(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "outbox.sqlite3"
+    box = Outbox(path)
+    box.add("edge_hf/box/hall/event", b"first", 1)
+    db = sqlite3.connect(str(path))
+    rows = [("edge_hf/box/hall/event", b"qos7", 7, 0), ("a/#", b"wild", 1, 0),
+            ("", b"empty", 1, 0), ("edge_hf/box/hall/event", b"retain5", 1, 5)]  # fmt: skip
+    db.executemany(
+        "INSERT INTO outbox (topic, payload, qos, retain, created) VALUES (?, ?, ?, ?, 0)", rows
+    )
+    db.commit()
+    db.close()
+    box.add("edge_hf/box/hall/event", b"last", 1)
+    with caplog.at_level(logging.ERROR):
+        pending = box.pending()
+    assert [p[2] for p in pending] == [b"first", b"last"]
+    assert len(box) == 2, "the damaged rows are deleted"
+    assert sum("dropping damaged row" in r.message for r in caplog.records) == 4
+
+
+@pytest.fixture
+def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
+    b = Broker(tmp_path / "broker").start()
+    yield b
+    b.stop()
+
+
+def test_damaged_state_files_do_not_keep_the_daemon_offline(broker: Broker, tmp_path: Path) -> None:
+    # 4 and 6: an outbox row with qos 7 and an announced.json naming "a/#": availability online,
+    # the good alert delivered.
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "announced.json").write_text(json.dumps(["a/#", "fall", 7]))
+    box = Outbox(state / "outbox.sqlite3")
+    box.add("edge_hf/box/hall/event", _event(1).to_json().encode(), 1)
+    box.close()
+    db = sqlite3.connect(str(state / "outbox.sqlite3"))
+    db.execute(
+        "INSERT INTO outbox (topic, payload, qos, retain, created) VALUES ('x', 'y', 7, 0, 0)"
+    )
+    db.commit()
+    db.close()
+    sub = Subscriber(broker.port, "edge_hf/#")
+    time.sleep(0.5)
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], state)
+    sink.start()
+    try:
+        sub.wait_for(
+            lambda m: any(t == "edge_hf/box/availability" and p == b"online" for t, p, _ in m)
+        )
+        sub.wait_for(lambda m: any(t.endswith("/event") for t, _, _ in m))
+        assert [e["event_id"] for e in sub.events()] == [_event(1).event_id]
+        # "fall" was a camera of an earlier run: its entities are removed, "a/#" never touched
+        topics = [t for t, _, _ in sub.messages]
+        assert not any("#" in t for t in topics)
+    finally:
+        sink.close()
+        sub.close()
+
+
+# ------------------------------------------------------------------ 3, 8: replay stays off live state
+
+import fcntl  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+
+from edge_hf.training.synth import write_demo_clips, write_video  # noqa: E402
+from tests.conftest import SHIPPED_MODEL  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def demo_fall(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    clips = {p.stem: p for p in write_demo_clips(tmp_path_factory.mktemp("demo"))}
+    return clips["fall_demo"]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "edge_hf.cli", *args], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+
+
+def _live_config(tmp_path: Path, port: int, video: Path, extra: str = "") -> Path:
+    cfg = tmp_path / "live.yaml"
+    cfg.write_text(
+        f"device_id: box\nmodel: {{path: {SHIPPED_MODEL}, providers: [cpu], threshold: 0.75}}\n"
+        f"cameras:\n  - {{name: hall, source: {video}}}\n  - {{name: porch, source: {video}}}\n"
+        f"mqtt: {{enabled: true, port: {port}}}\nstate_dir: {tmp_path / 'live'}\n{extra}"
+    )
+    return cfg
+
+
+def test_replay_with_the_live_config_never_publishes_nor_touches_its_state(
+    broker: Broker, tmp_path: Path, demo_fall: Path
+) -> None:
+    live = tmp_path / "live"
+    live.mkdir(mode=0o700)
+    lock = (live / "edge-hf.lock").open("a+")  # a running daemon holds its state_dir
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    before = sorted(p.name for p in live.iterdir())
+    sub = Subscriber(broker.port, "#")
+    time.sleep(0.5)
+    cfg = _live_config(tmp_path, broker.port, demo_fall)
+    proc = _cli("replay", "--config", str(cfg), "--state-dir", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert [e["type"] for e in events] == ["start", "end"] * 2  # both cameras replay the fall
+    time.sleep(1.0)
+    assert sub.messages == [], "nothing reached the live broker"
+    assert sorted(p.name for p in live.iterdir()) == before, "the live state_dir is untouched"
+    # Asked to publish: it does, under its own client id (the daemon's session is not kicked).
+    proc = _cli("replay", "--config", str(cfg), "--state-dir", str(tmp_path / "r"), "--publish")
+    assert proc.returncode == 0, proc.stderr
+    sub.wait_for(lambda m: sum(t.endswith("/event") for t, _, _ in m) >= 2)
+    assert sorted(p.name for p in live.iterdir()) == before
+    sub.close()
+    lock.close()
+
+
+def test_replay_of_a_file_with_a_non_ascii_name(tmp_path: Path, demo_fall: Path) -> None:
+    video = tmp_path / "chute_ü_é.mp4"
+    video.write_bytes(demo_fall.read_bytes())
+    proc = _cli("replay", "--model", str(SHIPPED_MODEL), "--video", str(video),
+                "--state-dir", str(tmp_path / "r"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert events and events[0]["camera"] == "chute"  # "chute_ü_é": ASCII, trailing _ trimmed
+
+
+# ------------------------------------------------------------------ 7: calibrate --write, full disk
+
+
+CAMERAS = "device_id: box\nmodel: {path: m.onnx}\nstate_dir: /var/lib/edge-hf\ncameras:\n"
+
+
+def _write_in_child(config: Path, limit: int | None) -> subprocess.CompletedProcess[str]:
+    """write_threshold in a child whose files may not grow past `limit` bytes (a full disk)."""
+    code = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from edge_hf.core.errors import UserError\n"
+        "from edge_hf.daemon.calibrate import write_threshold\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        f"limit = {limit}\n"
+        "if limit: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))\n"
+        "try: write_threshold(Path(sys.argv[1]), 'hall', 0.42)\n"
+        "except UserError as e: print(e); sys.exit(2)\n"
+    )
+    return subprocess.run([sys.executable, "-c", code, str(config)], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+
+
+def test_calibrate_write_on_a_full_disk_leaves_config_and_backup_whole(tmp_path: Path) -> None:
+    config = tmp_path / "edge-hf.yaml"
+    good = CAMERAS + "  - name: hall\n    source: rtsp://cam/1\n" + "# padding\n" * 40
+    config.write_text(good)
+    backup = config.with_suffix(".yaml.bak")
+    backup.write_text(good)
+    proc = _write_in_child(config, limit=len(good) // 2)
+    assert proc.returncode == 2 and "cannot write" in proc.stdout and "unchanged" in proc.stdout
+    assert config.read_text() == good, "the config is whole"
+    assert backup.read_text() == good, "a good .bak is never replaced by a cut one"
+    assert not list(tmp_path.glob(".*.tmp")), "no temporary file left behind"
+    assert _write_in_child(config, None).returncode == 0
+    assert "    threshold: 0.420\n" in config.read_text() and backup.read_text() == good
+
+
+def test_calibrate_write_replaces_a_threshold_written_before_the_name(tmp_path: Path) -> None:
+    config = tmp_path / "edge-hf.yaml"
+    config.write_text(CAMERAS + "  - threshold: 0.6\n    name: hall\n    source: x\n"
+                      "  - name: porch\n    threshold: 0.7\n    source: y\n")  # fmt: skip
+    assert _write_in_child(config, None).returncode == 0
+    text = config.read_text()
+    assert text.count("threshold:") == 2, text
+    assert "  - threshold: 0.420\n    name: hall\n" in text and "threshold: 0.7\n" in text
+
+
+# ------------------------------------------------------------------ 9, 10: check refuses what run would
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["device_id: a\ndevice_id: b\nmodel: {path: m.onnx}\ncameras: [{name: a, source: x}]\n",
+     "device_id: a\nmodel: {path: m.onnx}\ncameras:\n  - {name: a, source: x}\n"
+     "cameras:\n  - {name: b, source: y}\n"],
+    ids=["device_id", "cameras"],
+)  # fmt: skip
+def test_a_key_given_twice_is_refused_naming_both_lines(text: str) -> None:
+    from edge_hf.core.errors import UserError
+    from edge_hf.daemon.config import parse_config
+
+    with pytest.raises(UserError, match=r"c\.yaml:\d: key '\w+' is already set on line \d"):
+        parse_config(text, "c.yaml")
+
+
+def _check_config(tmp_path: Path, state_dir: Path, extra: str = "") -> Path:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"device_id: box\nmodel: {{path: {SHIPPED_MODEL}, providers: [cpu]}}\n"
+        f"cameras: [{{name: hall, source: x.mp4}}]\nstate_dir: {state_dir}\n{extra}"
+    )
+    return cfg
+
+
+def test_check_refuses_what_run_would_refuse(tmp_path: Path) -> None:
+    import socket
+
+    for state, needle in ((Path("/tmp"), "writable by other users"),
+                          (tmp_path / "afile", "is not a folder")):  # fmt: skip
+        (tmp_path / "afile").write_text("x")
+        proc = _cli("check", "--config", str(_check_config(tmp_path, state)))
+        assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        extra = f"metrics: {{enabled: true, port: {port}}}\n"
+        proc = _cli("check", "--config", str(_check_config(tmp_path, tmp_path / "s", extra)))
+        assert proc.returncode == 2 and f"metrics.port {port}: cannot listen" in proc.stderr
+    proc = _cli("check", "--config", str(_check_config(tmp_path, tmp_path / "s", extra)))
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "s").exists(), "check creates nothing"
+
+
+# ------------------------------------------------------------------ 11, 12: slow and blind cameras
+
+
+def _video(path: Path, fps: float, seconds: float, black: bool = False) -> Path:
+    rng = np.random.default_rng(1)
+    frames = (
+        np.zeros((96, 128, 3), np.uint8) if black else rng.integers(0, 256, (96, 128, 3), np.uint8)
+        for _ in range(round(fps * seconds))
+    )
+    write_video(path, frames, fps, (128, 96))
+    return path
+
+
+def _statuses(tmp_path: Path, video: Path, seconds: float, **camera: object) -> list[str]:
+    from edge_hf.daemon.app import build_pipeline
+    from edge_hf.daemon.config import Config
+
+    cfg = Config.model_validate({
+        "device_id": "box", "model": {"path": str(SHIPPED_MODEL), "providers": ["cpu"]},
+        "cameras": [{"name": "hall", "source": str(video), "loop": True, **camera}],
+        "state_dir": str(tmp_path / "state"),
+    })  # fmt: skip
+    sink = RecordingSink()
+    pipeline = build_pipeline(cfg, sink, score_history=None)
+    pipeline.start()
+    th = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
+    th.start()
+    time.sleep(seconds)
+    pipeline.stop.set()
+    th.join(20)
+    return [s for _, s in sink.statuses]
+
+
+def test_a_camera_too_slow_for_the_model_is_reported_slow(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    video = _video(tmp_path / "3fps.mp4", 3.0, 2.0)
+    with caplog.at_level(logging.WARNING):
+        statuses = _statuses(tmp_path, video, 6.0)
+    assert "slow" in statuses, statuses
+    assert any("frames/s but the model samples every 100 ms" in r.message for r in caplog.records)
+
+
+def test_a_black_camera_is_reported_blind_and_a_live_one_is_not(tmp_path: Path) -> None:
+    black = _video(tmp_path / "black.mp4", 10.0, 2.0, black=True)
+    assert "blind" in _statuses(tmp_path, black, 3.5, blind_after_s=1.0)
+    noisy = _video(tmp_path / "noisy.mp4", 10.0, 2.0)
+    assert set(_statuses(tmp_path, noisy, 3.5, blind_after_s=1.0)) <= {"online", "offline"}
+
+
+# ------------------------------------------------------------------ 13 and smaller ones
+
+
+def test_secrets_in_query_strings_are_masked() -> None:
+    from edge_hf.daemon.sources import redact
+
+    url = "rtsp://u:pw@cam/live?channel=1&token=abc123&api_key=K9&sig=zz#x"
+    masked = redact(url)
+    assert all(s not in masked for s in ("pw@", "abc123", "K9", "zz#"))
+    assert "channel=1" in masked and masked.startswith("rtsp://u:***@cam/live?")
+
+
+def test_a_malformed_event_is_said_so_by_edge_hf_alerts(broker: Broker) -> None:
+    import io
+
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    from edge_hf.daemon.alerts import watch_alerts
+
+    out, stop = io.StringIO(), threading.Event()
+    th = threading.Thread(
+        target=watch_alerts, args=(MqttConfig(port=broker.port), "box", out, stop)
+    )
+    th.start()
+    time.sleep(1.0)
+    pub = mqtt.Client(CallbackAPIVersion.VERSION2)
+    pub.connect("127.0.0.1", broker.port)
+    pub.loop_start()
+    pub.publish("edge_hf/box/hall/event", '{"x": 1}', qos=1).wait_for_publish(5)
+    pub.publish("edge_hf/box/hall/event", _event(7).to_json(), qos=1).wait_for_publish(5)
+    time.sleep(1.0)
+    pub.loop_stop()
+    stop.set()
+    th.join(5)
+    text = out.getvalue()
+    assert "not an edge_hf event" in text and "None" not in text
+    assert _event(7).event_id in text
+
+
+def test_the_reconnect_backoff_is_capped_well_under_the_keepalive(
+    broker: Broker, tmp_path: Path
+) -> None:
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
+    sink.start()
+    assert sink.connected.wait(10)
+    broker.stop()
+    time.sleep(16)  # an uncapped backoff (1, 2, 4, 8, 16 s…) would next try ~15 s after it is back
+    broker.start()
+    t0 = time.monotonic()
+    assert sink.connected.wait(15)
+    back = time.monotonic() - t0
+    sink.close()
+    assert back < 6.0, f"reconnected {back:.1f} s after the broker came back"
+
+
+def test_a_clean_shutdown_logs_no_paho_error(
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
+    sink.start()
+    assert sink.connected.wait(10)
+    with caplog.at_level(logging.DEBUG, logger="edge_hf.daemon.paho"):
+        sink._closing = True
+        sink.client._easy_log(mqtt_log_err(), "Client is not connected. Socket: None)")
+        sink.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def mqtt_log_err() -> int:
+    import paho.mqtt.client as mqtt
+
+    return int(mqtt.MQTT_LOG_ERR)
