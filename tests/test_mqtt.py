@@ -126,7 +126,9 @@ def test_replayed_fall_gives_events_states_availability_and_discovery(
     t0 = time.monotonic()
     proc = subprocess.run(
         _cli("replay", "--config", str(cfg), "--publish", "--state-dir", str(tmp_path / "r")),
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     msgs = sub.wait_for(
         lambda m: (
