@@ -21,7 +21,7 @@ import edge_hf
 from edge_hf.core.errors import UserError
 from edge_hf.core.hyperframe import frame_indices
 from edge_hf.core.runtime import read_contract
-from edge_hf.daemon.app import build_pipeline
+from edge_hf.daemon.app import build_pipeline, with_snapshots
 from edge_hf.daemon.capture import CaptureThread, TickSampler, sample_by_media_time
 from edge_hf.daemon.config import Config, DetectionConfig, check_against_model
 from edge_hf.daemon.events import FallDetector, ModelInfo
@@ -331,7 +331,8 @@ def test_replay_of_the_demo_fall_gives_one_start_and_one_end(
     )
     lines_sink = JsonLinesSink(stream=open(tmp_path / "events.jsonl", "w"))  # noqa: SIM115
     recorder = RecordingSink()
-    pipeline = build_pipeline(cfg, TeeSink(lines_sink, recorder), score_history=None)
+    sink = with_snapshots(cfg, TeeSink(lines_sink, recorder))
+    pipeline = build_pipeline(cfg, sink, score_history=None)
     pipeline.replay()
     events = [e.as_dict() for e in recorder.events]
     kinds = [e["type"] for e in events]
@@ -340,6 +341,8 @@ def test_replay_of_the_demo_fall_gives_one_start_and_one_end(
     # The fall happens 3 s in: the event starts within a second of it.
     assert "1970-01-01T00:00:03" in start["started_at"]
     assert Path(start["snapshot"]).stat().st_size > 0
+    # The picture is the window's centre frame at the camera's resolution (it rode in the ring).
+    assert cv2.imread(start["snapshot"]).shape[:2] == (240, 320)
     lines = (tmp_path / "events.jsonl").read_text().splitlines()
     assert [json.loads(x)["event_id"] for x in lines] == [start["event_id"]] * 2
     schema = json.loads((Path(edge_hf.__file__).parent / "event.schema.json").read_text())
@@ -570,3 +573,18 @@ def test_rtsp_decoding_falls_back_to_software_when_the_hardware_way_does_not_ope
     if not hardware_decoder():
         with pytest.raises(UserError, match=r"cameras\[0\].decoder: hardware needs OpenCV"):
             check_against_model(cfg, read_contract(SHIPPED_MODEL), "c.yaml")
+
+
+def test_the_ring_hands_the_centre_frames_original_with_the_window_when_it_keeps_them() -> None:
+    ring = FrameRing(8, (4, 4, 3), evidence_slots=5)
+    plain = FrameRing(8, (4, 4, 3))
+    for i in range(10):
+        small, full = np.full((4, 4, 3), i, np.uint8), np.full((40, 40, 3), i, np.uint8)
+        ring.write(small, i * 0.1, None, full)
+        plain.write(small, i * 0.1, None, full)
+    w = ring.window(3)
+    assert w is not None and w.evidence is not None
+    assert int(w.frames[1][0, 0, 0]) == int(w.evidence[0, 0, 0]) == 8, "the centre sample's own"
+    assert w.evidence.shape == (40, 40, 3)
+    pw = plain.window(3)
+    assert pw is not None and pw.evidence is None, "snapshots off: nothing kept"

@@ -18,6 +18,7 @@ from edge_hf.daemon.journal import JournalSink, OpenEvents
 from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.sinks import RecordingSink
+from edge_hf.daemon.snapshots import Retention, SnapshotSink
 from tests.broker import Broker
 from tests.test_mqtt import Subscriber, _event
 
@@ -26,7 +27,7 @@ INFO = ModelInfo("m.onnx", 3, 100.0)
 
 def _detector(tmp_path: Path, wall: object = None, **kw: object) -> FallDetector:
     cfg = DetectionConfig(**{"k": 2, "n": 3, "cooldown_s": 10.0, **kw})  # type: ignore[arg-type]
-    return FallDetector("hall", "box", cfg, 0.5, INFO, tmp_path / "snapshots", wall=wall)  # type: ignore[arg-type]
+    return FallDetector("hall", "box", cfg, 0.5, INFO, wall=wall)  # type: ignore[arg-type]
 
 
 def _fall(d: FallDetector, t0: float, frame: np.ndarray | None = None) -> list[str]:
@@ -37,24 +38,42 @@ def _fall(d: FallDetector, t0: float, frame: np.ndarray | None = None) -> list[s
 # ------------------------------------------------------------------ 1: snapshot cannot be written
 
 
+def _snapshot_sink(tmp_path: Path) -> tuple[SnapshotSink, RecordingSink]:
+    inner = RecordingSink()
+    return SnapshotSink(inner, tmp_path / "snapshots", {"hall": Retention(10, 10**9)}), inner
+
+
 def test_an_alert_goes_out_without_its_snapshot_when_the_folder_cannot_be_made(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     (tmp_path / "snapshots").write_text("a file where the snapshot folder should be")
     d = _detector(tmp_path, snapshot=True)
+    sink, inner = _snapshot_sink(tmp_path)
     frame = np.full((64, 64, 3), 128, np.uint8)
     with caplog.at_level(logging.ERROR):
-        events = [e for i in range(3) for e in d.update(0.9, 100 + 0.1 * i, frame)]
-    assert [e.type for e in events] == ["start"]
-    assert events[0].snapshot is None
+        for i in range(3):
+            for e in d.update(0.9, 100 + 0.1 * i, frame):
+                sink.send(e)
+    assert [e.type for e in inner.events] == ["start"]
+    assert inner.events[0].snapshot is None and inner.events[0].evidence is None
     assert any("no snapshot for this fall" in r.message for r in caplog.records)
 
 
-def test_a_snapshot_is_still_written_when_it_can_be(tmp_path: Path) -> None:
+def test_a_snapshot_is_written_from_the_picture_the_event_carries(tmp_path: Path) -> None:
     d = _detector(tmp_path, snapshot=True)
+    sink, inner = _snapshot_sink(tmp_path)
     frame = np.full((64, 64, 3), 128, np.uint8)
-    events = [e for i in range(3) for e in d.update(0.9, 100 + 0.1 * i, frame)]
-    assert events[0].snapshot is not None and Path(events[0].snapshot).stat().st_size > 0
+    for i in range(3):
+        for e in d.update(0.9, 100 + 0.1 * i, frame):
+            assert e.evidence is not None and e.evidence.model_rgb is not None
+            sink.send(e)
+    for e in d.acknowledge(105.0):
+        sink.send(e)
+    start, end = inner.events
+    assert start.snapshot is not None and Path(start.snapshot).stat().st_size > 0
+    assert end.snapshot == start.snapshot and "evidence" not in start.as_dict()
+    plain = _detector(tmp_path)  # snapshots off: no picture travels
+    assert all(e.evidence is None for i in range(3) for e in plain.update(0.9, 1 + 0.1 * i, frame))
 
 
 # ------------------------------------------------------------------ 2: wall-clock steps

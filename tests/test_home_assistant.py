@@ -22,7 +22,7 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from edge_hf.daemon.app import build_pipeline
+from edge_hf.daemon.app import build_pipeline, with_snapshots
 from edge_hf.daemon.config import Config, MqttConfig
 from edge_hf.daemon.journal import JournalSink, OpenEvents
 from edge_hf.daemon.mqtt import MqttSink
@@ -162,7 +162,7 @@ def test_an_ack_over_mqtt_clears_a_latched_fall(
     sub = Subscriber(broker.port, "edge_hf/box/hall/#")
     time.sleep(0.5)
     mqtt_sink = MqttSink(cfg.mqtt, "box", ["hall"], cfg.state_dir, snapshot_cameras=["hall"])
-    pipeline = build_pipeline(cfg, mqtt_sink, score_history=None)
+    pipeline = build_pipeline(cfg, with_snapshots(cfg, mqtt_sink), score_history=None)
     pipeline.start()
     runner = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
     runner.start()
@@ -276,7 +276,7 @@ def test_a_camera_removed_from_the_config_disappears(broker: Broker, tmp_path: P
 
 
 def test_snapshots_are_pruned_by_count_and_bytes(tmp_path: Path) -> None:
-    from edge_hf.daemon.events import prune
+    from edge_hf.daemon.snapshots import prune
 
     frame = np.random.default_rng(0).integers(0, 255, (240, 320, 3), np.uint8)
     for i in range(10):

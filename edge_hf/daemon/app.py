@@ -82,6 +82,19 @@ def _held_by_a_daemon(state_dir: Path) -> bool:
     return False
 
 
+def with_snapshots(cfg: Config, sink: AlertSink) -> AlertSink:
+    """`sink` behind a `SnapshotSink` for the cameras with `detection.snapshot` (decided here,
+    once); `sink` itself when none has it."""
+    from edge_hf.daemon.snapshots import Retention, SnapshotSink
+
+    kept = {
+        c.name: Retention(d.snapshot_keep, int(d.snapshot_max_mb * 1e6))
+        for c in cfg.enabled_cameras()
+        if (d := cfg.detection_for(c)).snapshot
+    }
+    return SnapshotSink(sink, cfg.state_dir / "snapshots", kept) if kept else sink
+
+
 def make_sink(cfg: Config, statuses: bool = False) -> AlertSink:
     """JSON lines on stdout, plus the MQTT publisher when `mqtt.enabled`."""
     lines = JsonLinesSink(statuses=statuses)
@@ -108,14 +121,18 @@ def _camera(
     interval_s = (cam.interval_ms or contract.interval_ms) / 1000.0
     detection = cfg.detection_for(cam)
     threshold, confirm_s = operating_point(cfg, contract, detection)
-    ring = FrameRing(max(4 * contract.window, 16), (*contract.input_size, 3), notify=wake)
+    # With snapshots on, the ring also keeps the newest T + 2 frames at the camera's resolution:
+    # the window's centre frame then travels with the window to the detector and the event.
+    evidence = contract.window + 2 if detection.snapshot else 0
+    ring = FrameRing(
+        max(4 * contract.window, 16), (*contract.input_size, 3), wake, evidence_slots=evidence
+    )
     detector = FallDetector(
         cam.name,
         cfg.device_id,
         detection.model_copy(update={"confirm_s": confirm_s}),
         cam.threshold if cam.threshold is not None else threshold,
         info,
-        snapshot_dir=cfg.state_dir / "snapshots",
         decision=cfg.person.decision if person is not None else "cnn",
     )
     runtime = CameraRuntime(cam, interval_s, ring, detector, deque(maxlen=score_history))
@@ -222,7 +239,9 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
     lock = _lock_state_dir(cfg.state_dir)  # held until the process exits
     notifier = Notifier()
     # Open fall events are journaled: a crash's leftovers are ended at the next start.
-    sink = JournalSink(make_sink(cfg, statuses), OpenEvents(cfg.state_dir / "open-events.json"))
+    sink = with_snapshots(
+        cfg, JournalSink(make_sink(cfg, statuses), OpenEvents(cfg.state_dir / "open-events.json"))
+    )
     pipeline = build_pipeline(cfg, sink, str(config), notifier, stop=stop)
     metrics = None
     if cfg.metrics.enabled:
@@ -306,7 +325,7 @@ def replay(req: ReplayRequest) -> int:
     cfg = _replay_config(req)
     ensure_state_dir(cfg)
     name = str(req.config) if req.config else "replay"
-    pipeline = build_pipeline(cfg, make_sink(cfg), name, score_history=None)
+    pipeline = build_pipeline(cfg, with_snapshots(cfg, make_sink(cfg)), name, score_history=None)
     t0 = time.perf_counter()
     try:
         pipeline.replay(req.origin_unix, req.hold_end_s)

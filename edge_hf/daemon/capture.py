@@ -15,7 +15,6 @@ import logging
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -185,7 +184,6 @@ class CaptureThread(threading.Thread):
         stall_timeout_s: float = 5.0,
         max_backoff_s: float = 30.0,
         crop: tuple[int, int, int, int] | None = None,
-        evidence: int = 0,
         resize: str = "area",
         pose_slot: PoseSlot | None = None,
     ) -> None:
@@ -202,10 +200,6 @@ class CaptureThread(threading.Thread):
         self.resize = resize  # the model's rule (its contract), the one it was trained with
         self.pose_slot = pose_slot  # the person stage's frame, at its own rate (None: off)
         self.stats = CameraStats()
-        # The full-resolution frames of the newest `evidence` ticks (0: none kept), for a
-        # snapshot at the camera's resolution when a fall starts.
-        self._evidence: deque[tuple[float, np.ndarray]] = deque(maxlen=evidence)
-        self._evidence_lock = threading.Lock()
 
     def run(self) -> None:
         """Open, pump, reopen with backoff; an unexpected error restarts the camera."""
@@ -292,10 +286,10 @@ class CaptureThread(threading.Thread):
                     previous = last[1]
                 if self.pose_slot is not None:
                     self.pose_slot.offer(tick, chosen, self.crop)
-                self.ring.write(last[1], tick, arrived)
-                if self._evidence.maxlen:
-                    with self._evidence_lock:
-                        self._evidence.append((tick, chosen))
+                # The camera-resolution frame rides along for a snapshot (snapshots on only).
+                self.ring.write(
+                    last[1], tick, arrived, chosen if self.ring.keeps_evidence else None
+                )
         return False
 
     def _watch_picture(self, frame: np.ndarray, previous: np.ndarray | None, now: float) -> None:
@@ -307,14 +301,6 @@ class CaptureThread(threading.Thread):
                 now if self.stats.blind_since is None else self.stats.blind_since
             )
             self.stats.blind_reason = problem
-
-    def evidence(self, tick: float) -> np.ndarray | None:
-        """The full-resolution BGR frame sampled at `tick` (None if no longer kept)."""
-        with self._evidence_lock:
-            for t, frame in self._evidence:
-                if t == tick:
-                    return frame
-        return None
 
     def check_stall(self, now: float | None = None) -> bool:
         """Mark the camera stalled when no frame arrived for `stall_timeout_s` (status only)."""

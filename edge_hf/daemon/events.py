@@ -29,12 +29,10 @@ import statistics
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 
 from edge_hf.core.posefall import PoseVerdict
@@ -66,6 +64,15 @@ class ModelInfo:
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """The picture of a fall's start, handed to `SnapshotSink`: the window's centre frame at the
+    camera's resolution (BGR) when the ring kept it, else as the model saw it (RGB)."""
+
+    camera_bgr: np.ndarray | None
+    model_rgb: np.ndarray | None
+
+
+@dataclass(frozen=True)
 class FallEvent:
     """One `start` or `end` of a fall on a camera; the payload every sink sends."""
 
@@ -82,6 +89,8 @@ class FallEvent:
     # end only: recovered, got_up, max_duration (unlatched); acknowledged, timeout (latched);
     # shutdown, restart (an earlier run left it open)
     end_reason: str | None = None
+    # start only, with snapshots on: the picture (never serialised; SnapshotSink takes it)
+    evidence: Evidence | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON payload (times as UTC ISO-8601, scores to 4 decimals)."""
@@ -115,7 +124,6 @@ class _Open:
     started: float  # detector time (monotonic live): what timers measure from
     started_at: float  # Unix time of the start: what the events say
     peak_score: float
-    snapshot: str | None = None
     below: int = 0  # consecutive windows under the threshold
 
 
@@ -155,7 +163,6 @@ class FallDetector:
         cfg: DetectionConfig,
         threshold: float,
         model: ModelInfo,
-        snapshot_dir: Path | None = None,
         decision: str = "cnn",
         wall: Callable[[float], float] | None = None,
     ) -> None:
@@ -167,7 +174,7 @@ class FallDetector:
         self.wall = wall or (lambda t: t)
         self._pose_down_at = float("-inf")
         self.threshold, self.model = threshold, model
-        self.snapshot_dir = snapshot_dir if cfg.snapshot else None
+        self.keeps_pictures = cfg.snapshot  # the start's picture goes with it (SnapshotSink)
         self._recent: deque[float] = deque(maxlen=cfg.n)
         self._open: _Open | None = None
         self._candidate: _Candidate | None = None
@@ -317,11 +324,13 @@ class FallDetector:
         started = t if started is None else started
         started_at = self.wall(started)
         event_id = str(uuid.uuid5(_NAMESPACE, f"{self.device_id}/{self.camera}/{started_at:.3f}"))
-        snapshot = self._snapshot(event_id, frame, evidence)
-        self._open = _Open(event_id, started, started_at, score, snapshot)
+        self._open = _Open(event_id, started, started_at, score)
         self.counts.start += 1
         log.info("%s: fall started (score %.2f) event %s", self.camera, score, event_id)
-        return self._event("start", score, t)
+        event = self._event("start", score, t)
+        if not self.keeps_pictures:
+            return event
+        return replace(event, evidence=Evidence(evidence, frame))
 
     def _end(self, score: float, t: float, reason: str) -> FallEvent:
         event = self._event("end", score, t, reason)
@@ -342,53 +351,5 @@ class FallDetector:
         at = self.wall(t) if kind == "start" else ev.started_at + max(0.0, t - ev.started)
         return FallEvent(
             ev.event_id, kind, self.camera, self.device_id, at, ev.started_at, score,
-            ev.peak_score, self.model, ev.snapshot, reason,
+            ev.peak_score, self.model, None, reason,
         )  # fmt: skip
-
-    def _snapshot(
-        self, event_id: str, frame: np.ndarray | None, evidence: np.ndarray | None
-    ) -> str | None:
-        """Write the window's centre frame as JPEG before the event goes out (at the camera's
-        resolution when kept, else as the model saw it); None if off. Old ones are pruned."""
-        if self.snapshot_dir is None:
-            return None
-        if evidence is not None:
-            bgr = evidence
-        elif frame is not None:
-            bgr = cv2.cvtColor(frame, cv2.COLOR_RGB2BGR)
-        else:
-            return None
-        path = self.snapshot_dir / f"{event_id}.jpg"
-        # The alert matters more than its picture: a snapshot that cannot be written (disk or
-        # inodes full, a file where the folder should be) is logged and the alert goes without.
-        try:
-            self.snapshot_dir.mkdir(parents=True, exist_ok=True)
-            if not cv2.imwrite(str(path), bgr, [cv2.IMWRITE_JPEG_QUALITY, 85]):
-                raise OSError("OpenCV could not write it")
-            prune(self.snapshot_dir, self.cfg.snapshot_keep, int(self.cfg.snapshot_max_mb * 1e6))
-        except (OSError, cv2.error) as exc:
-            log.error("%s: no snapshot for this fall (%s: %s); the alert goes without it",
-                      self.camera, path, exc)  # fmt: skip
-            return None
-        return str(path)
-
-
-def prune(folder: Path, keep: int, max_bytes: int) -> int:
-    """Delete the oldest JPEGs in `folder` until at most `keep` files and `max_bytes` remain;
-    returns how many went."""
-    try:
-        stats = [(p.stat(), p) for p in folder.glob("*.jpg")]
-    except OSError:
-        return 0
-    files = sorted(((st.st_mtime, st.st_size, p) for st, p in stats), key=lambda f: f[0])
-    total = sum(size for _, size, _ in files)
-    removed = 0
-    while files and (len(files) > keep or total > max_bytes):
-        _, size, path = files.pop(0)
-        try:
-            path.unlink()
-        except OSError:
-            continue
-        total -= size
-        removed += 1
-    return removed

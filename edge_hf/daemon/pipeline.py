@@ -169,12 +169,9 @@ class Pipeline:
                 down = float(p[down_i]) if down_i is not None else None
                 cam.scores.append(score)
                 mid = len(w.frames) // 2
-                full = None  # the centre frame at camera resolution, when snapshots are on
-                if cam.thread is not None and cam.detector.snapshot_dir is not None:
-                    full = cam.thread.evidence(w.times[mid])
                 t = to_unix(w.arrivals[-1])  # when the newest frame arrived (detector time)
                 pose = self.person.verdict(cam.cfg.name) if self.person is not None else None
-                for event in cam.detector.update(score, t, w.frames[mid], down, full, pose):
+                for event in cam.detector.update(score, t, w.frames[mid], down, w.evidence, pose):
                     self.sink.send(event)
 
     # ------------------------------------------------------------------ live
@@ -295,9 +292,7 @@ class Pipeline:
 
             cam.thread = CaptureThread(
                 c.name, factory, cam.ring, cam.interval_s, self.size, self.stop,
-                c.stall_timeout_s, crop=c.crop,
-                evidence=self.window + 2 if cam.detector.snapshot_dir is not None else 0,
-                resize=self.resize, pose_slot=cam.pose_slot,
+                c.stall_timeout_s, crop=c.crop, resize=self.resize, pose_slot=cam.pose_slot,
             )  # fmt: skip
             cam.thread.start()
         # READY once every camera has tried its first open (or after READY_WAIT_S), said by the
@@ -409,7 +404,7 @@ class Pipeline:
     ) -> None:
         if cam.pose_slot is not None and bgr is not None:
             cam.pose_slot.offer(t, bgr, cam.cfg.crop)
-        cam.ring.write(rgb, t)
+        cam.ring.write(rgb, t, None, bgr if cam.ring.keeps_evidence else None)
         window = cam.ring.window(self.window)
         if window is not None:
             self.process([(cam, window)], lambda s: origin_unix + s, live=False)

@@ -22,13 +22,20 @@ class Window:
     times: list[float]  # sample time of each frame: its tick (monotonic or media seconds)
     seq: int  # sequence number of the newest sample
     arrivals: list[float]  # when each frame arrived (same clock; = times for files)
+    # The centre frame at the camera's resolution (BGR), when the ring keeps evidence (snapshots
+    # on) and still had it; the frames above are the model's input.
+    evidence: np.ndarray | None = None
 
 
 class FrameRing:
     """`capacity` preallocated (H, W, 3) uint8 slots with their sample times."""
 
     def __init__(
-        self, capacity: int, shape: tuple[int, int, int], notify: threading.Event | None = None
+        self,
+        capacity: int,
+        shape: tuple[int, int, int],
+        notify: threading.Event | None = None,
+        evidence_slots: int = 0,
     ) -> None:
         if capacity < 2:
             raise ValueError("a ring needs at least 2 slots")
@@ -40,6 +47,9 @@ class FrameRing:
         self._read_seq = 0  # newest sequence number any reader has taken
         self.dropped = 0  # frames overwritten before a reader saw them
         self._notify = notify  # set after every write: wakes the consumer, never waits for it
+        # The camera-resolution frames of the newest `evidence_slots` samples (T + 2 is enough
+        # for a window's centre), as (seq, frame); none kept when 0 (snapshots off).
+        self._evidence: list[tuple[int, np.ndarray] | None] = [None] * evidence_slots
 
     @property
     def seq(self) -> int:
@@ -50,11 +60,24 @@ class FrameRing:
         """The newest sample's time (None before the first write)."""
         return None if self._seq == 0 else float(self._times[(self._seq - 1) % self.capacity])
 
-    def write(self, frame: np.ndarray, t: float, arrival: float | None = None) -> None:
+    @property
+    def keeps_evidence(self) -> bool:
+        return bool(self._evidence)
+
+    def write(
+        self,
+        frame: np.ndarray,
+        t: float,
+        arrival: float | None = None,
+        evidence: np.ndarray | None = None,
+    ) -> None:
         """Store a frame sampled for tick `t` that arrived at `arrival` (default `t`), copied into
-        the next slot. Never blocks on readers."""
+        the next slot, with its camera-resolution original (`evidence`, kept by reference) when
+        the ring keeps evidence. Never blocks on readers."""
         i = self._seq % self.capacity
         np.copyto(self._slots[i], frame)
+        if self._evidence and evidence is not None:
+            self._evidence[self._seq % len(self._evidence)] = (self._seq, evidence)
         self._times[i] = t
         self._arrivals[i] = t if arrival is None else arrival
         unread = self._seq - self._read_seq
@@ -78,8 +101,16 @@ class FrameRing:
             frames = [self._slots[i].copy() for i in idx]
             times = [float(self._times[i]) for i in idx]
             arrivals = [float(self._arrivals[i]) for i in idx]
+            evidence = self._evidence_of(seqs[len(seqs) // 2])
             # The copies are valid unless the writer came round to the oldest of them meanwhile.
             if self._seq - seqs[0] < self.capacity:
                 self._read_seq = max(self._read_seq, seq)
-                return Window(frames, times, seq - 1, arrivals)
+                return Window(frames, times, seq - 1, arrivals, evidence)
         raise RuntimeError("ring writer keeps lapping the reader; make the ring larger")
+
+    def _evidence_of(self, seq: int) -> np.ndarray | None:
+        """The camera-resolution frame of sample `seq`, if still kept."""
+        if not self._evidence:
+            return None
+        kept = self._evidence[seq % len(self._evidence)]
+        return kept[1] if kept is not None and kept[0] == seq else None

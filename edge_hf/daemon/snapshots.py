@@ -1,0 +1,113 @@
+"""Snapshots of falls: an `AlertSink` in front of the others that writes the JPEG of a fall's
+start, prunes old ones, and forwards the event with its snapshot path.
+
+The detector only decides: it hands the picture over in the event (`FallEvent.evidence`, never
+serialised); this sink is the one place that knows about files. Whether a camera keeps snapshots
+is decided once, when `app` composes the sinks. A picture that cannot be written (disk or inodes
+full, a file where the folder should be) is logged and the alert goes without it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import cv2
+
+from edge_hf.daemon.events import FallEvent
+from edge_hf.daemon.sinks import AlertSink
+from edge_hf.daemon.status import SinkHealth, Snapshot
+
+log = logging.getLogger(__name__)
+JPEG_QUALITY = 85
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How many snapshots a camera keeps: files and bytes (the oldest go first)."""
+
+    keep: int
+    max_bytes: int
+
+
+class SnapshotSink:
+    """Writes each start's picture under `folder` for the cameras in `retention`, then passes the
+    event (start and end) on with its `snapshot` path."""
+
+    def __init__(self, inner: AlertSink, folder: Path, retention: dict[str, Retention]) -> None:
+        self.inner, self.folder, self.retention = inner, folder, retention
+        self._paths: dict[str, str] = {}  # open event id -> its snapshot
+
+    def send(self, event: FallEvent) -> None:
+        if event.type == "start" and event.camera in self.retention:
+            path = self._write(event)
+            if path is not None:
+                self._paths[event.event_id] = path
+            event = replace(event, snapshot=path, evidence=None)
+        elif event.type == "end" and event.event_id in self._paths:
+            event = replace(event, snapshot=self._paths.pop(event.event_id))
+        self.inner.send(event)
+
+    def _write(self, event: FallEvent) -> str | None:
+        ev = event.evidence
+        if ev is None:
+            return None
+        if ev.camera_bgr is not None:
+            bgr = ev.camera_bgr
+        elif ev.model_rgb is not None:
+            bgr = cv2.cvtColor(ev.model_rgb, cv2.COLOR_RGB2BGR)
+        else:
+            return None
+        path = self.folder / f"{event.event_id}.jpg"
+        kept = self.retention[event.camera]
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            if not cv2.imwrite(str(path), bgr, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY]):
+                raise OSError("OpenCV could not write it")
+            prune(self.folder, kept.keep, kept.max_bytes)
+        except (OSError, cv2.error) as exc:
+            log.error("%s: no snapshot for this fall (%s: %s); the alert goes without it",
+                      event.camera, path, exc)  # fmt: skip
+            return None
+        return str(path)
+
+    def start(self) -> None:
+        self.inner.start()
+
+    def camera_status(self, camera: str, status: str) -> None:
+        self.inner.camera_status(camera, status)
+
+    def stats(self, snapshot: Snapshot) -> None:
+        self.inner.stats(snapshot)
+
+    def health(self) -> list[SinkHealth]:
+        return self.inner.health()
+
+    def listen(self, handler: Callable[[str, str], None]) -> None:
+        self.inner.listen(handler)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def prune(folder: Path, keep: int, max_bytes: int) -> int:
+    """Delete the oldest JPEGs in `folder` until at most `keep` files and `max_bytes` remain;
+    returns how many went."""
+    try:
+        stats = [(p.stat(), p) for p in folder.glob("*.jpg")]
+    except OSError:
+        return 0
+    files = sorted(((st.st_mtime, st.st_size, p) for st, p in stats), key=lambda f: f[0])
+    total = sum(size for _, size, _ in files)
+    removed = 0
+    while files and (len(files) > keep or total > max_bytes):
+        _, size, path = files.pop(0)
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        total -= size
+        removed += 1
+    return removed
