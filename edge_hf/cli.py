@@ -49,7 +49,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from edge_hf.daemon.app import check, operating_point
+    from edge_hf.daemon.app import camera_operating_point, check
 
     cfg, contract = check(Path(args.config))
     cams = ", ".join(f"{c.name}{'' if c.enabled else ' (disabled)'}" for c in cfg.cameras)
@@ -67,10 +67,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     )
     for cam in cfg.enabled_cameras():
         d = cfg.detection_for(cam)
-        threshold, confirm_s = operating_point(cfg, contract, d)
+        threshold, confirm_s = camera_operating_point(cfg, contract, cam)
         latch = f"latched until acknowledged or {d.clear_after_s:g} s" if d.latch else "unlatched"
         print(
-            f"  {cam.name}: threshold {cam.threshold or threshold:g}, confirm {confirm_s:g} s, "
+            f"  {cam.name}: threshold {threshold:g}, confirm {confirm_s:g} s, "
             f"{latch}, snapshot {'on' if d.snapshot else 'off'}"
         )
     metrics = cfg.metrics

@@ -103,3 +103,27 @@ def tiny_resnet_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
 SHIPPED_MODEL = (
     Path(__file__).resolve().parents[1] / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
 )
+
+
+_MOVING: list[Path] = []
+
+
+def moving_clip() -> Path:
+    """A generated 768x576, 10 fps, 6 s clip of shapes moving over a texture (MJPG AVI), made
+    once per session: what tests of capture, restart and fault handling read, so that they run
+    wherever CI runs (vtest.avi's size and frame rate, without depending on ../shared)."""
+    if not _MOVING:
+        import tempfile
+
+        out = Path(tempfile.mkdtemp(prefix="edge_hf_clip_")) / "moving.avi"
+        rng = np.random.default_rng(3)
+        base = cv2.GaussianBlur(rng.integers(0, 256, (576, 768, 3), dtype=np.uint8), (15, 15), 5)
+        writer = cv2.VideoWriter(str(out), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (768, 576))
+        for i in range(60):
+            frame = base.copy()
+            cv2.rectangle(frame, (40 + 10 * i, 200), (120 + 10 * i, 420), (30, 60, 200), -1)
+            cv2.circle(frame, (700 - 8 * i, 100 + 3 * i), 40, (220, 220, 40), -1)
+            writer.write(frame)
+        writer.release()
+        _MOVING.append(out)
+    return _MOVING[0]

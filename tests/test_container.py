@@ -67,3 +67,27 @@ def test_compose_runs_the_image_with_the_nvidia_runtime_devices_state_and_secret
     assert mounts["/var/lib/edge-hf"] in compose["volumes"], "state in a named volume"
     assert "mqtt-password" in svc["secrets"] and "mqtt-password" in compose["secrets"]
     assert svc["restart"] == "unless-stopped"
+
+
+def test_the_image_runs_what_the_cli_accepts_from_the_venv_it_builds() -> None:
+    """What the Dockerfile does, not words in it: the entrypoint is the console script of the
+    venv a RUN creates and installs edge_hf into, and CMD parses with edge-hf's own parser."""
+    from edge_hf.cli import build_parser
+
+    ins = _instructions()
+    runs = [rest for w, rest in ins if w == "RUN"]
+    (entry,) = json.loads(next(rest for w, rest in ins if w == "ENTRYPOINT"))
+    venv = entry.removesuffix("/bin/edge-hf")
+    assert any(f"-m venv --system-site-packages {venv}" in r for r in runs), "the venv is made"
+    assert any(f"{venv}/bin/pip install /opt/edge-hf" in r for r in runs), "edge_hf goes into it"
+    workdir = [rest for w, rest in ins if w == "WORKDIR"]
+    copies = [rest.split() for w, rest in ins if w == "COPY"]
+    assert workdir and workdir[-1] == "/opt/edge-hf", "the source is copied into /opt/edge-hf"
+    assert {"pyproject.toml", "edge_hf"} <= {src for c in copies for src in c[:-1]}
+    cmd = json.loads(next(rest for w, rest in ins if w == "CMD"))
+    args = build_parser().parse_args(cmd)
+    assert args.command == "run" and args.func.__name__ == "_cmd_run"
+    state = next(json.loads(rest) for w, rest in ins if w == "VOLUME")
+    assert state == ["/var/lib/edge-hf"], "the daemon's default state_dir is a volume"
+    users = [rest for w, rest in ins if w == "USER"]
+    assert users and users[-1] not in ("root", "0"), "it runs unprivileged"

@@ -35,7 +35,7 @@ from edge_hf.daemon.sources import (
     make_source,
 )
 from edge_hf.training.synth import write_demo_clips
-from tests.conftest import SHARED_DATA, SHIPPED_MODEL, counter_video, frame_number
+from tests.conftest import SHARED_DATA, SHIPPED_MODEL, counter_video, frame_number, moving_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -244,9 +244,7 @@ def test_detector_median_and_max_duration() -> None:
 
 
 def test_a_missing_camera_is_retried_while_another_keeps_producing(tmp_path: Path) -> None:
-    good = SHARED_DATA / "capture" / "vtest.avi"
-    if not good.exists():
-        pytest.skip("../shared/data not present")
+    good = moving_clip()
     late = tmp_path / "late.avi"
     stop = threading.Event()
     rings = {n: FrameRing(16, (48, 64, 3)) for n in ("a", "b")}
@@ -549,9 +547,7 @@ def test_the_cpu_daemon_never_imports_torch(demo_clips: dict[str, Path], tmp_pat
 def test_rtsp_decoding_falls_back_to_software_when_the_hardware_way_does_not_open() -> None:
     """Where the hardware pipeline cannot open (no nvv4l2decoder here), the camera opens through
     the next way in the list; a camera that insists on hardware is refused at check."""
-    video = SHARED_DATA / "capture" / "vtest.avi"
-    if not video.exists():
-        pytest.skip("../shared/data not present")
+    video = moving_clip()
     assert isinstance(make_source("rtsp://cam/stream", decoder="software"), OpenCVSource)
     if not hardware_decoder():
         assert isinstance(make_source("rtsp://cam/stream"), OpenCVSource), "auto: FFmpeg here"

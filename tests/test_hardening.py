@@ -20,7 +20,7 @@ from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sources import OpenCVSource
 from tests.broker import Broker
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, moving_clip
 from tests.test_mqtt import Subscriber, _event
 
 # ------------------------------------------------------------------ outbox
@@ -157,9 +157,7 @@ class _FaultySource(OpenCVSource):
 
 
 def test_a_capture_thread_that_raises_comes_back(caplog: pytest.LogCaptureFixture) -> None:
-    video = SHARED_DATA / "capture" / "vtest.avi"
-    if not video.exists():
-        pytest.skip("../shared/data not present")
+    video = moving_clip()
     stop = threading.Event()
     ring = FrameRing(16, (32, 32, 3))
     thread = CaptureThread(
@@ -235,10 +233,8 @@ def test_errors_never_echo_a_password() -> None:
 
 
 def _vtest_config(tmp_path: Path, model: Path, camera: str, state: str) -> Path:
-    """A one-camera config on vtest.avi (768x576) with `camera`'s extra keys; skips without it."""
-    video = SHARED_DATA / "capture" / "vtest.avi"
-    if not video.exists():
-        pytest.skip("../shared/data not present")
+    """A one-camera config on a generated 768x576 clip with `camera`'s extra keys."""
+    video = moving_clip()
     config = tmp_path / "c.yaml"
     config.write_text(
         f"device_id: t\nmodel: {{path: {model}, providers: [cpu]}}\n"
@@ -455,9 +451,7 @@ def test_a_camera_slow_to_open_does_not_hold_up_the_others(tiny_onnx: Path, tmp_
     from edge_hf.daemon.config import Config
     from edge_hf.daemon.sinks import RecordingSink
 
-    video = SHARED_DATA / "capture" / "vtest.avi"
-    if not video.exists():
-        pytest.skip("../shared/data not present")
+    video = moving_clip()
     silent = socket.create_server(("127.0.0.1", 0))  # accepts, never answers: RTSP open hangs
     port = silent.getsockname()[1]
     cfg = Config.model_validate({
@@ -492,9 +486,7 @@ def test_a_silent_network_camera_does_not_hold_opencvs_open_lock() -> None:
 
     from edge_hf.daemon.sources import SourceError, make_source
 
-    video = SHARED_DATA / "capture" / "vtest.avi"
-    if not video.exists():
-        pytest.skip("../shared/data not present")
+    video = moving_clip()
     silent = socket.create_server(("127.0.0.1", 0))
     port = silent.getsockname()[1]
     errors: list[str] = []

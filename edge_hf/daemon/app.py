@@ -120,7 +120,7 @@ def _camera(
 ) -> CameraRuntime:
     interval_s = (cam.interval_ms or contract.interval_ms) / 1000.0
     detection = cfg.detection_for(cam)
-    threshold, confirm_s = operating_point(cfg, contract, detection)
+    threshold, confirm_s = camera_operating_point(cfg, contract, cam)
     # With snapshots on, the ring also keeps the newest T + 2 frames at the camera's resolution:
     # the window's centre frame then travels with the window to the detector and the event.
     evidence = contract.window + 2 if detection.snapshot else 0
@@ -131,7 +131,7 @@ def _camera(
         cam.name,
         cfg.device_id,
         detection.model_copy(update={"confirm_s": confirm_s}),
-        cam.threshold if cam.threshold is not None else threshold,
+        threshold,
         info,
         decision=cfg.person.decision if person is not None else "cnn",
     )
@@ -150,6 +150,16 @@ def operating_point(
     if confirm_s is None:
         confirm_s = contract.confirm_s or 0.0
     return threshold, confirm_s
+
+
+def camera_operating_point(
+    cfg: Config, contract: ModelContract, cam: CameraConfig
+) -> tuple[float, float]:
+    """(threshold, confirm_s) that apply to `cam`: its own threshold (`calibrate --write`), else
+    the config's, else the model's; its detection's confirm_s, else the model's. The one place
+    this is decided (the detector, `check`, the replay timeline)."""
+    threshold, confirm_s = operating_point(cfg, contract, cfg.detection_for(cam))
+    return (cam.threshold if cam.threshold is not None else threshold), confirm_s
 
 
 def build_pipeline(
@@ -335,7 +345,9 @@ def replay(req: ReplayRequest) -> int:
     if req.timeline_png is not None:
         from edge_hf.daemon.timeline import score_timeline_png
 
-        scores = {c.cfg.name: (c.interval_s, list(c.scores)) for c in pipeline.cameras}
-        threshold, _ = operating_point(cfg, pipeline.classifier.contract)
-        score_timeline_png(req.timeline_png, scores, threshold)
+        scores = {
+            c.cfg.name: (c.interval_s, list(c.scores), c.detector.threshold)
+            for c in pipeline.cameras
+        }
+        score_timeline_png(req.timeline_png, scores)
     return 0

@@ -29,7 +29,7 @@ from edge_hf.core.errors import UserError
 from edge_hf.core.video import VideoError
 from edge_hf.daemon.app import build_pipeline, operating_point
 from edge_hf.daemon.config import Config, DetectionConfig, ensure_state_dir, load_config
-from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.events import FallDetector, smoothed_level
 from edge_hf.daemon.pipeline import Pipeline
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.daemon.sources import SourceError
@@ -89,14 +89,10 @@ class Calibration:
 
 def smoothed_levels(scores: Sequence[float], detection: DetectionConfig) -> list[float]:
     """Per window, the highest threshold at which the detector's smoothing is met there."""
-    n, levels = detection.n, []
-    for i in range(len(scores)):
-        recent = sorted(scores[max(0, i - n + 1) : i + 1], reverse=True)
-        if detection.smoothing == "median":
-            levels.append(float(np.median(recent)) if len(recent) == n else 0.0)
-        else:
-            levels.append(recent[detection.k - 1] if len(recent) >= detection.k else 0.0)
-    return levels
+    n = detection.n
+    return [
+        smoothed_level(scores[max(0, i - n + 1) : i + 1], detection) for i in range(len(scores))
+    ]
 
 
 def smoothed_peak(scores: Sequence[float], detection: DetectionConfig) -> float:

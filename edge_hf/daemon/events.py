@@ -28,7 +28,7 @@ import logging
 import statistics
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -153,6 +153,16 @@ UP_BEFORE_MIN_S = 1.0  # less history than this (the camera just started) counts
 POSE_DOWN_S = 3.0  # decision `both`: the pose rules saw someone down this recently
 
 
+def smoothed_level(recent: Sequence[float], cfg: DetectionConfig) -> float:
+    """The highest threshold at which the smoothing is met over the last `cfg.n` scores in
+    `recent` (oldest first): the k-th highest of them (`k_of_n`), or their median once there
+    are n (`median`); 0 when too few. The one smoothing rule (detector and `calibrate`)."""
+    last = list(recent)[-cfg.n :]
+    if cfg.smoothing == "median":
+        return float(statistics.median(last)) if len(last) == cfg.n else 0.0
+    return sorted(last, reverse=True)[cfg.k - 1] if len(last) >= cfg.k else 0.0
+
+
 class FallDetector:
     """Turns one camera's stream of fall scores into start/end events."""
 
@@ -188,12 +198,7 @@ class FallDetector:
         self.trace: list[tuple[float, float, float | None]] | None = None
 
     def _smoothed_above(self) -> bool:
-        if self.cfg.smoothing == "median":
-            return (
-                len(self._recent) == self.cfg.n
-                and statistics.median(self._recent) >= self.threshold
-            )
-        return sum(s >= self.threshold for s in self._recent) >= self.cfg.k
+        return smoothed_level(self._recent, self.cfg) >= self.threshold
 
     def update(
         self,

@@ -9,18 +9,20 @@ import numpy as np
 
 
 def score_timeline_png(
-    path: Path, scores: Mapping[str, tuple[float, Sequence[float]]], threshold: float
+    path: Path, scores: Mapping[str, tuple[float, Sequence[float], float]]
 ) -> None:
-    """Plot each camera's window scores (name -> (interval s, scores)) against the threshold."""
+    """Plot each camera's window scores (name -> (interval s, scores, the camera's threshold))
+    against its own threshold (a calibrated camera's differs from the others')."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 3))
-    for name, (interval_s, values) in scores.items():
-        ax.plot(np.arange(len(values)) * interval_s, list(values), label=name)
-    ax.axhline(threshold, color="red", linestyle="--", label="threshold")
+    for name, (interval_s, values, threshold) in scores.items():
+        (line,) = ax.plot(np.arange(len(values)) * interval_s, list(values), label=name)
+        ax.axhline(threshold, color=line.get_color(), linestyle="--",
+                   label=f"{name} threshold {threshold:.2f}")  # fmt: skip
     ax.set_xlabel("time (s)")
     ax.set_ylabel("fall probability")
     ax.set_ylim(0, 1.02)
