@@ -584,3 +584,50 @@ def test_the_ring_hands_the_centre_frames_original_with_the_window_when_it_keeps
     assert w.evidence.shape == (40, 40, 3)
     pw = plain.window(3)
     assert pw is not None and pw.evidence is None, "snapshots off: nothing kept"
+
+
+def _as_volumes_2(model: Path, out: Path) -> Path:
+    """`model` as a hyper-volume model (volumes 2, input 2 x 3T channels) that answers what
+    `model` answers to the newer of its two hyperframes: a real ONNX graph whose output is known."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    proto = onnx.load(str(model))
+    g = proto.graph
+    t3 = g.input[0].type.tensor_type.shape.dim[1].dim_value  # 3T channels
+    for node in g.node:
+        node.input[:] = ["newest" if i == "hyperframe" else i for i in node.input]
+    g.initializer.extend(
+        numpy_helper.from_array(np.array([v], np.int64), name)
+        for name, v in (("v_start", t3), ("v_end", 2 * t3), ("v_axis", 1))
+    )
+    g.node.insert(0, helper.make_node("Slice", ["hyperframe", "v_start", "v_end", "v_axis"],
+                                      ["newest"]))  # fmt: skip
+    g.input[0].type.tensor_type.shape.dim[1].dim_value = 2 * t3
+    for entry in proto.metadata_props:
+        if entry.key == "edge_hf.volumes":
+            entry.value = "2"
+    onnx.save(proto, str(out))
+    return out
+
+
+@needs_shipped
+def test_a_hyper_volume_model_runs_in_the_daemon_and_raises_the_demo_fall(
+    demo_clips: dict[str, Path], tmp_path: Path
+) -> None:
+    volumes = _as_volumes_2(SHIPPED_MODEL, tmp_path / "v2.onnx")
+    assert read_contract(volumes).volumes == 2
+    plain, vol = (
+        _config(m, tmp_path, {"fall": demo_clips["fall_demo"]}) for m in (SHIPPED_MODEL, volumes)
+    )
+    check_against_model(vol, read_contract(volumes))  # no longer refused
+    runs = []
+    for cfg in (plain, vol):
+        sink = RecordingSink()
+        pipeline = build_pipeline(cfg, sink, score_history=None)
+        assert pipeline.window == (6 if cfg is vol else 3)
+        pipeline.replay()
+        runs.append(([e.type for e in sink.events], list(pipeline.cameras[0].scores)))
+    assert runs[1][0] == ["start", "end"] == runs[0][0]
+    # The newer hyperframe of each 6-sample window is the plain model's 3-sample window.
+    np.testing.assert_allclose(runs[1][1], runs[0][1], atol=1e-5)

@@ -185,11 +185,10 @@ def volumes_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "v.onnx"
 
 
-def test_check_refuses_a_model_the_daemon_cannot_feed(
+def test_check_refuses_a_model_the_daemon_cannot_feed_and_takes_a_hyper_volume(
     tiny_onnx: Path, volumes_onnx: Path, tmp_path: Path
 ) -> None:
     cases = {
-        "volumes": (volumes_onnx, "hyper-volume model (volumes=2)"),
         "channel order": (
             _with_metadata(tiny_onnx, tmp_path / "order.onnx", channel_order="rgb-time-minor"),
             "channel order 'rgb-time-minor'",
@@ -205,6 +204,8 @@ def test_check_refuses_a_model_the_daemon_cannot_feed(
     }
     ok = _check(_write_config(tiny_onnx, tmp_path))
     assert ok.returncode == 0, ok.stderr
+    volumes = _check(_write_config(volumes_onnx, tmp_path))  # #32: the daemon feeds V*T samples
+    assert volumes.returncode == 0 and "T=3" in volumes.stdout, volumes.stderr
     for name, (model, needle) in cases.items():
         proc = _check(_write_config(model, tmp_path))
         lines = proc.stderr.strip().splitlines()

@@ -118,12 +118,19 @@ def use_one_cpu_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _check_arrays(windows: Sequence[Sequence[np.ndarray]]) -> tuple[int, int, int, int]:
-    """(N, T, H, W) of windows of uint8 RGB arrays; a ValueError naming what is wrong."""
+def _check_arrays(
+    windows: Sequence[Sequence[np.ndarray]], volumes: int = 1
+) -> tuple[int, int, int, int]:
+    """(N, frames, H, W) of windows of uint8 RGB arrays, each `volumes` hyperframes of an odd T
+    frames; a ValueError naming what is wrong."""
     if len(windows) == 0:
         raise ValueError("no windows to stack")
     for w in windows:
-        _check_window(len(w), "the number of frames in a window")
+        if len(w) % volumes:
+            raise ValueError(f"a window of {len(w)} frames is not {volumes} hyperframes")
+        _check_window(len(w) // volumes, "the number of frames in a hyperframe")
+        if len(w) != len(windows[0]):
+            raise ValueError("all windows must have the same number of frames")
     first = windows[0][0]
     if not isinstance(first, np.ndarray):
         raise ValueError(f"a frame must be a NumPy array (got {type(first).__name__})")
@@ -150,10 +157,16 @@ class WindowStacker:
     """
 
     def __init__(
-        self, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD
+        self,
+        mean: Sequence[float] = IMAGENET_MEAN,
+        std: Sequence[float] = IMAGENET_STD,
+        volumes: int = 1,
     ) -> None:
         _check_stats(mean, "mean")
         _check_stats(std, "std")
+        # A hyper-volume model's window is `volumes` consecutive hyperframes of T frames: their
+        # V*T frames in time order, stacked on channels (block v = hyperframe v, oldest first).
+        self.volumes = volumes
         shape = (1, 1, 3, 1, 1)
         self._mean255 = np.asarray([255.0 * m for m in mean], np.float32).reshape(shape)
         self._std255 = np.asarray([255.0 * s for s in std], np.float32).reshape(shape)
@@ -161,8 +174,9 @@ class WindowStacker:
     def stack_batch(
         self, windows: Sequence[Sequence[np.ndarray]], out: np.ndarray | None = None
     ) -> np.ndarray:
-        """N windows of T uint8 RGB frames (H, W, 3) as normalised (N, 3T, H, W) float32."""
-        n, t, h, w = _check_arrays(windows)
+        """N windows of T (V*T) uint8 RGB frames (H, W, 3) as normalised (N, 3T, H, W)
+        ((N, 3VT, H, W)) float32."""
+        n, t, h, w = _check_arrays(windows, self.volumes)
         if out is None:
             out = np.empty((n, 3 * t, h, w), np.float32)
         elif out.shape != (n, 3 * t, h, w) or out.dtype != np.float32:
@@ -191,10 +205,12 @@ class HyperframeBuilder:
         mean: Sequence[float] = IMAGENET_MEAN,
         std: Sequence[float] = IMAGENET_STD,
         device: torch.device | str | None = None,
+        volumes: int = 1,
     ) -> None:
         import torch
 
-        self._numpy = WindowStacker(mean, std)  # the CPU path (and the checks of mean/std)
+        # the CPU path (and the checks of mean/std)
+        self._numpy = WindowStacker(mean, std, volumes)
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         # (x / 255 - mean) / std computed as (x - 255 mean) / (255 std), in place on the output.
         shape = (1, 1, 3, 1, 1)
@@ -231,7 +247,7 @@ class HyperframeBuilder:
                 raise ValueError("out must be a contiguous CPU tensor for a CPU builder")
             self._numpy.stack_batch(arrays, out.numpy())  # checks out's shape and dtype
             return out
-        n, t, h, w = _check_arrays(arrays)
+        n, t, h, w = _check_arrays(arrays, self._numpy.volumes)
         tensors = [[torch.from_numpy(f) for f in win] for win in arrays]
         if out is None:
             out = torch.empty((n, 3 * t, h, w), dtype=torch.float32, device=self.device)

@@ -123,10 +123,9 @@ def _camera(
     threshold, confirm_s = camera_operating_point(cfg, contract, cam)
     # With snapshots on, the ring also keeps the newest T + 2 frames at the camera's resolution:
     # the window's centre frame then travels with the window to the detector and the event.
-    evidence = contract.window + 2 if detection.snapshot else 0
-    ring = FrameRing(
-        max(4 * contract.window, 16), (*contract.input_size, 3), wake, evidence_slots=evidence
-    )
+    samples = contract.window * contract.volumes  # a window's samples (V hyperframes of T)
+    evidence = samples + 2 if detection.snapshot else 0
+    ring = FrameRing(max(4 * samples, 16), (*contract.input_size, 3), wake, evidence_slots=evidence)
     detector = FallDetector(
         cam.name,
         cfg.device_id,
@@ -185,9 +184,13 @@ def build_pipeline(
     check_against_model(cfg, contract, config_name)
     # The window stage where the model runs: NumPy on the CPU (torch is never imported), torch
     # on CUDA (one uint8 upload, then cat + in-place normalisation on the GPU).
-    builder: WindowStacker | HyperframeBuilder = WindowStacker(contract.mean, contract.std)
+    builder: WindowStacker | HyperframeBuilder = WindowStacker(
+        contract.mean, contract.std, contract.volumes
+    )
     if classifier.device == "cuda":
-        builder = HyperframeBuilder(contract.mean, contract.std, classifier.device)
+        builder = HyperframeBuilder(
+            contract.mean, contract.std, classifier.device, contract.volumes
+        )
         use_one_cpu_thread()
     info = ModelInfo(cfg.model.path.name, contract.window, contract.interval_ms)
     wake = threading.Event()

@@ -454,11 +454,6 @@ def check_against_model(cfg: Config, contract: Any, source: str = "config") -> N
                 "nvv4l2decoder element (a Jetson with JetPack); this machine has not: use auto"
             )
 
-    if contract.volumes != 1:
-        raise UserError(
-            f"{source}: {cfg.model.path} is a hyper-volume model (volumes={contract.volumes}); "
-            "the daemon feeds one hyperframe per window: export a model trained with --volumes 1"
-        )
     if contract.channel_order != CHANNEL_ORDER:
         raise UserError(
             f"{source}: {cfg.model.path} has channel order {contract.channel_order!r}; the "

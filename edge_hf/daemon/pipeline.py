@@ -134,7 +134,10 @@ class Pipeline:
         self._new_sample = wake  # every camera's ring sets it on a write
         self._commands: deque[tuple[str, str]] = deque(maxlen=100)  # (camera, command) from MQTT
         self.stats = PipelineStats()
-        self.window = classifier.contract.window
+        # A hyper-volume model (volumes V) sees V consecutive hyperframes of T samples each:
+        # the newest V*T samples in time order, stacked on channels like one long hyperframe
+        # (block v holds hyperframe v, oldest first: what training's `_stack` builds).
+        self.window = classifier.contract.window * classifier.contract.volumes
         self.size = classifier.contract.input_size
         self.resize = classifier.contract.resize
 
