@@ -234,9 +234,13 @@ DEVICE_KEYS = {
 }  # fmt: skip
 
 
-def test_discovery_payloads_use_only_documented_keys(tmp_path: Path) -> None:
-    sink = MqttSink(MqttConfig(enabled=True), "box", ["hall", "door"], tmp_path, "", ["hall"])
-    payloads = sink.discovery()
+def test_discovery_payloads_use_only_documented_keys() -> None:
+    # Pure functions of the settings: no sink, no outbox, no broker.
+    from edge_hf.daemon.homeassistant import Discovery, discovery
+
+    payloads = discovery(
+        Discovery("box", cameras=("hall", "door"), snapshot_cameras=frozenset({"hall"}))
+    )
     components = {t.split("/")[1] for t in payloads}
     assert components == set(DOCUMENTED), "fall, status, event, acknowledge button, snapshot"
     assert not any("door_snapshot" in t for t in payloads), "an image only with snapshots on"
@@ -314,3 +318,14 @@ def test_on_connect_the_fall_state_comes_before_availability(
     ], order
     sink.close()
     sub.close()
+
+
+def test_the_sink_announces_exactly_the_discovery_payloads(tmp_path: Path) -> None:
+    from edge_hf.daemon.homeassistant import Discovery, discovery
+
+    cfg = MqttConfig(enabled=True, topic_prefix="fd", discovery_prefix="ha")
+    sink = MqttSink(cfg, "box", ["hall"], tmp_path, "m.onnx", ["hall"])
+    expected = discovery(Discovery("box", "fd", "ha", ("hall",), frozenset({"hall"}), "m.onnx"))
+    assert sink.discovery() == expected
+    assert all(t.startswith("ha/") for t in expected)
+    sink.outbox.close()

@@ -43,9 +43,9 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
-from edge_hf import __version__
 from edge_hf.daemon.config import NAME, MqttConfig
 from edge_hf.daemon.events import FallEvent
+from edge_hf.daemon.homeassistant import Discovery, discovery, discovery_topics
 from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.status import SinkHealth, Snapshot
 
@@ -104,6 +104,10 @@ class MqttSink:
         self.cameras = cameras
         self.model_name = model_name
         self.snapshot_cameras = set(snapshot_cameras)  # they get a Home Assistant image entity
+        self.ha = Discovery(
+            device_id, cfg.topic_prefix, cfg.discovery_prefix, tuple(cameras),
+            frozenset(self.snapshot_cameras), model_name,
+        )  # fmt: skip
         self.base = f"{cfg.topic_prefix}/{device_id}"
         max_bytes = int(cfg.outbox_max_mb * 1e6) if cfg.outbox_max_mb else None
         self.outbox = Outbox(state_dir / "outbox.sqlite3", max_bytes=max_bytes)
@@ -400,117 +404,12 @@ class MqttSink:
         self._removed = []
         self._remember_announced()
 
-    # Home Assistant entities per camera: (component, object id suffix); the image only for
-    # cameras with snapshots on.
-    ENTITIES = (
-        ("binary_sensor", "fall"), ("sensor", "status"), ("event", "fall_event"),
-        ("button", "acknowledge"), ("image", "snapshot"),
-    )  # fmt: skip
-
-    def _entities(self, camera: str, every: bool = False) -> list[tuple[str, str]]:
-        """(component, discovery topic) of a camera's entities (`every`: whether used or not)."""
-        d = self.cfg.discovery_prefix
-        return [
-            (c, f"{d}/{c}/{self.device_id}/{camera}_{o}/config")
-            for c, o in self.ENTITIES
-            if every or c != "image" or camera in self.snapshot_cameras
-        ]
-
     def _discovery_topics(self, camera: str) -> list[str]:
-        return [topic for _, topic in self._entities(camera, every=True)]
+        return discovery_topics(self.ha, camera)
 
     def discovery(self) -> dict[str, dict[str, Any]]:
-        """Every Home Assistant discovery payload, by topic: the box, then each camera's."""
-        d, dev = self.cfg.discovery_prefix, self.device_id
-        out = {f"{d}/binary_sensor/{dev}/running/config": self._box_config()}
-        for cam in self.cameras:
-            for component, topic in self._entities(cam):
-                out[topic] = self.discovery_config(cam, component)
-        return out
-
-    def _origin(self) -> dict[str, str]:
-        return {"name": "edge_hf", "sw_version": __version__}
-
-    def _box_config(self) -> dict[str, Any]:
-        """The box itself: a device the cameras hang under (`via_device`), with one entity.
-        Entity names are chosen so that Home Assistant's own ids (device name + entity name)
-        equal `default_entity_id`, which versions before 2025.10 ignore."""
-        return {
-            "name": "Running",
-            "unique_id": f"edge_hf_{self.device_id}_running",
-            "device_class": "running",
-            "state_topic": f"{self.base}/availability",
-            "payload_on": "online",
-            "payload_off": "offline",
-            "qos": 1,
-            "device": {
-                "identifiers": [f"edge_hf_{self.device_id}"],
-                "name": f"edge_hf {self.device_id}",
-                "manufacturer": "edge_hf",
-                "model": "fall detector",
-                "sw_version": __version__,
-            },
-            "origin": self._origin(),
-        }
-
-    def discovery_config(self, camera: str, component: str = "binary_sensor") -> dict[str, Any]:
-        """Home Assistant MQTT discovery payload for one of a camera's entities."""
-        base = f"{self.base}/{camera}"
-        common: dict[str, Any] = {
-            "qos": 1,
-            "device": {
-                "identifiers": [f"edge_hf_{self.device_id}_{camera}"],
-                "name": f"{self.device_id} {camera}",
-                "manufacturer": "edge_hf",
-                "model": self.model_name or "hyperframe fall detector",
-                "sw_version": __version__,
-                "via_device": f"edge_hf_{self.device_id}",
-            },
-            "origin": self._origin(),
-        }
-        box_up = {"topic": f"{self.base}/availability"}
-        camera_up = {
-            "topic": f"{base}/status",
-            "value_template": "{{ 'online' if value in ('online', 'slow') else 'offline' }}",
-        }
-        # Per component: the entity's name and its own keys. Availability is the box's alone
-        # unless given: a fall stays visible while its camera is stalled.
-        own: dict[str, tuple[str, dict[str, Any]]] = {
-            "binary_sensor": ("Fall", {
-                "device_class": "safety", "state_topic": f"{base}/fall",
-                "payload_on": "ON", "payload_off": "OFF",
-                "json_attributes_topic": f"{base}/attributes",
-            }),
-            "sensor": ("Status", {
-                "device_class": "enum", "options": list(CAMERA_STATUSES),
-                "state_topic": f"{base}/status",
-            }),
-            "event": ("Fall event", {
-                "event_types": ["start", "end"], "state_topic": f"{base}/event",
-                "value_template": (
-                    "{{ {'event_type': value_json.type, 'event_id': value_json.event_id,"
-                    " 'peak_score': value_json.peak_score,"
-                    " 'end_reason': value_json.end_reason | default(none)} | to_json }}"
-                ),
-                "availability": [box_up, camera_up], "availability_mode": "all",
-            }),
-            "button": ("Acknowledge", {"command_topic": f"{base}/ack", "payload_press": "ACK"}),
-            "image": ("Snapshot", {
-                "image_topic": f"{base}/snapshot", "content_type": "image/jpeg",
-            }),
-        }  # fmt: skip
-        if component not in own:
-            raise ValueError(f"no Home Assistant entity for component {component!r}")
-        name, keys = own[component]
-        suffix = dict(self.ENTITIES)[component]
-        return {
-            "name": name,
-            "unique_id": f"edge_hf_{self.device_id}_{camera}_{suffix}",
-            "default_entity_id": f"{component}.{self.device_id}_{camera}_{suffix}",
-            "availability": [box_up],
-            **keys,
-            **common,
-        }
+        """Every Home Assistant discovery payload, by topic (`homeassistant.discovery`)."""
+        return discovery(self.ha)
 
     # ------------------------------------------------------------------ AlertSink
 
