@@ -243,9 +243,14 @@ def test_sigkill_while_broker_down_then_everything_arrives(
     try:
         sub = Subscriber(broker.port, "edge_hf/+/+/event")
         time.sleep(0.5)
-        # The next start (a replay of a scene without a fall) sends what the killed one left.
-        subprocess.run(_cli("replay", "--config", str(cfg), "--video", str(demo["lie_down_demo"])),
-                       capture_output=True, text=True, check=True)  # fmt: skip
+        # The next start (the daemon on a scene without a fall) sends what the killed one left.
+        # (A replay would not: it never touches the daemon's state_dir nor, unasked, its broker.)
+        again = tmp_path / "again"
+        again.mkdir()
+        cfg2 = _config_file(again, SHIPPED_MODEL, demo["lie_down_demo"], broker.port)
+        cfg2.write_text(cfg2.read_text().replace(str(again / "state"), str(tmp_path / "state")))
+        subprocess.run(_cli("run", "--config", str(cfg2)), capture_output=True, text=True,
+                       check=True, timeout=120)  # fmt: skip
         sub.wait_for(lambda m: len(m) >= len(printed))
         got = [e["event_id"] + e["type"] for e in sub.events()]
         assert got[: len(printed)] == [e["event_id"] + e["type"] for e in printed]

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -179,3 +179,31 @@ class OnnxFallClassifier:
     def fall_scores(self, batch: np.ndarray | torch.Tensor) -> np.ndarray:
         """Softmax probability of the fall class for each window in the batch."""
         return self.probabilities(batch)[:, self.fall_index]
+
+    def scores(self, batch: np.ndarray | torch.Tensor) -> list[WindowScores]:
+        """Each window's named probabilities: what the detector decides on."""
+        probs = self.probabilities(batch)
+        fall, down = self.fall_index, self.down_index
+        return [
+            WindowScores(float(p[fall]), None if down is None else float(p[down])) for p in probs
+        ]
+
+
+class WindowScores(NamedTuple):
+    """A window's probability of a fall (the model's fall class, or `falling`) and, for a model
+    that has one, of a person down after a fall."""
+
+    fall: float
+    down: float | None
+
+
+class Classifier(Protocol):
+    """What the pipeline needs from a model: its contract, where it runs, and named scores."""
+
+    contract: ModelContract
+    providers: list[str]
+    device: str
+
+    def warm_up(self, runs: int = 3) -> float: ...
+
+    def scores(self, batch: np.ndarray | torch.Tensor) -> list[WindowScores]: ...

@@ -13,14 +13,12 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from edge_hf.daemon.config import NAME
 from edge_hf.daemon.events import FallEvent, ModelInfo
-from edge_hf.daemon.sinks import AlertSink
-from edge_hf.daemon.status import SinkHealth, Snapshot
+from edge_hf.daemon.sinks import AlertSink, ForwardingSink
 
 log = logging.getLogger(__name__)
 
@@ -121,11 +119,11 @@ def _entry(e: Any, now: float) -> dict[str, Any]:
             "snapshot": snapshot if isinstance(snapshot, str) else None}  # fmt: skip
 
 
-class JournalSink:
+class JournalSink(ForwardingSink):
     """An AlertSink that journals open events before passing everything on to `inner`."""
 
     def __init__(self, inner: AlertSink, journal: OpenEvents) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.journal = journal
 
     def start(self) -> None:
@@ -145,18 +143,3 @@ class JournalSink:
         self.inner.send(event)
         if event.type != "start":
             self.journal.record(event)
-
-    def camera_status(self, camera: str, status: str) -> None:
-        self.inner.camera_status(camera, status)
-
-    def stats(self, snapshot: Snapshot) -> None:
-        self.inner.stats(snapshot)
-
-    def health(self) -> list[SinkHealth]:
-        return self.inner.health()
-
-    def listen(self, handler: Callable[[str, str], None]) -> None:
-        self.inner.listen(handler)
-
-    def close(self) -> None:
-        self.inner.close()

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from edge_hf.core.hyperframe import HyperframeBuilder, WindowStacker
 from edge_hf.core.video import to_model_rgb
 from edge_hf.daemon.capture import CaptureThread, sample_by_media_time
-from edge_hf.daemon.classifier import OnnxFallClassifier
+from edge_hf.daemon.classifier import Classifier
 from edge_hf.daemon.config import CameraConfig, Config
 from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.person import PersonStage, PoseSlot
@@ -109,7 +109,7 @@ class Pipeline:
     def __init__(
         self,
         cfg: Config,
-        classifier: OnnxFallClassifier,
+        classifier: Classifier,
         builder: WindowStacker | HyperframeBuilder,
         cameras: list[CameraRuntime],
         sink: AlertSink,
@@ -156,8 +156,7 @@ class Pipeline:
             chunk = due[i : i + self.cfg.max_batch]
             t0 = time.perf_counter()
             batch = self.builder.stack_batch([w.frames for _, w in chunk])
-            probs = self.classifier.probabilities(batch)
-            fall_i, down_i = self.classifier.fall_index, self.classifier.down_index
+            scores = self.classifier.scores(batch)
             ms = (time.perf_counter() - t0) * 1000
             now = time.monotonic()
             if self.on_batch is not None:
@@ -166,10 +165,8 @@ class Pipeline:
             self.stats.windows += len(chunk)
             # Latency (newest sample -> decision) only means something on the live clock.
             self.stats.record(ms, [(now - w.arrivals[-1]) * 1000 for _, w in chunk] if live else [])
-            for (cam, w), p in zip(chunk, probs, strict=True):
+            for (cam, w), (score, down) in zip(chunk, scores, strict=True):
                 cam.windows += 1
-                score = float(p[fall_i])
-                down = float(p[down_i]) if down_i is not None else None
                 cam.scores.append(score)
                 mid = len(w.frames) // 2
                 t = to_unix(w.arrivals[-1])  # when the newest frame arrived (detector time)

@@ -45,16 +45,68 @@ class AlertSink(Protocol):
         ...
 
 
-class JsonLinesSink:
+class QuietSink:
+    """No-op defaults for every AlertSink call: a sink subclasses it and writes only the calls
+    it cares about (events, statuses...)."""
+
+    def start(self) -> None:
+        return None
+
+    def send(self, event: FallEvent) -> None:
+        return None
+
+    def camera_status(self, camera: str, status: str) -> None:
+        return None
+
+    def stats(self, snapshot: Snapshot) -> None:
+        return None
+
+    def health(self) -> list[SinkHealth]:
+        return []
+
+    def listen(self, handler: Callable[[str, str], None]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class ForwardingSink:
+    """A sink in front of another (`inner`): every call goes on to it unless overridden (the
+    journal, snapshots)."""
+
+    def __init__(self, inner: AlertSink) -> None:
+        self.inner = inner
+
+    def start(self) -> None:
+        self.inner.start()
+
+    def send(self, event: FallEvent) -> None:
+        self.inner.send(event)
+
+    def camera_status(self, camera: str, status: str) -> None:
+        self.inner.camera_status(camera, status)
+
+    def stats(self, snapshot: Snapshot) -> None:
+        self.inner.stats(snapshot)
+
+    def health(self) -> list[SinkHealth]:
+        return self.inner.health()
+
+    def listen(self, handler: Callable[[str, str], None]) -> None:
+        self.inner.listen(handler)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class JsonLinesSink(QuietSink):
     """One JSON object per event and line, on stdout or an open text file."""
 
     def __init__(self, stream: TextIO | None = None, statuses: bool = False) -> None:
         self.stream = stream or sys.stdout
         self.statuses = statuses
         self._lock = threading.Lock()
-
-    def start(self) -> None:
-        return None
 
     def send(self, event: FallEvent) -> None:
         with self._lock:
@@ -66,15 +118,6 @@ class JsonLinesSink:
             with self._lock:
                 self.stream.write(json.dumps({"camera": camera, "status": status}) + "\n")
                 self.stream.flush()
-
-    def stats(self, snapshot: Snapshot) -> None:
-        return None
-
-    def health(self) -> list[SinkHealth]:
-        return []
-
-    def listen(self, handler: Callable[[str, str], None]) -> None:
-        return None
 
     def close(self) -> None:
         self.stream.flush()
@@ -114,30 +157,15 @@ class TeeSink:
             s.close()
 
 
-class RecordingSink:
+class RecordingSink(QuietSink):
     """Keeps the newest `maxlen` events in memory (bounded): for replays, calibration and tests."""
 
     def __init__(self, maxlen: int = 10_000) -> None:
         self.events: deque[FallEvent] = deque(maxlen=maxlen)
         self.statuses: deque[tuple[str, str]] = deque(maxlen=maxlen)  # (camera, status)
 
-    def start(self) -> None:
-        return None
-
     def send(self, event: FallEvent) -> None:
         self.events.append(event)
 
     def camera_status(self, camera: str, status: str) -> None:
         self.statuses.append((camera, status))
-
-    def stats(self, snapshot: Snapshot) -> None:
-        return None
-
-    def health(self) -> list[SinkHealth]:
-        return []
-
-    def listen(self, handler: Callable[[str, str], None]) -> None:
-        return None
-
-    def close(self) -> None:
-        return None

@@ -10,15 +10,13 @@ full, a file where the folder should be) is logged and the alert goes without it
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import cv2
 
 from edge_hf.daemon.events import FallEvent
-from edge_hf.daemon.sinks import AlertSink
-from edge_hf.daemon.status import SinkHealth, Snapshot
+from edge_hf.daemon.sinks import AlertSink, ForwardingSink
 
 log = logging.getLogger(__name__)
 JPEG_QUALITY = 85
@@ -32,12 +30,13 @@ class Retention:
     max_bytes: int
 
 
-class SnapshotSink:
+class SnapshotSink(ForwardingSink):
     """Writes each start's picture under `folder` for the cameras in `retention`, then passes the
     event (start and end) on with its `snapshot` path."""
 
     def __init__(self, inner: AlertSink, folder: Path, retention: dict[str, Retention]) -> None:
-        self.inner, self.folder, self.retention = inner, folder, retention
+        super().__init__(inner)
+        self.folder, self.retention = folder, retention
         self._paths: dict[str, str] = {}  # open event id -> its snapshot
 
     def send(self, event: FallEvent) -> None:
@@ -72,24 +71,6 @@ class SnapshotSink:
                       event.camera, path, exc)  # fmt: skip
             return None
         return str(path)
-
-    def start(self) -> None:
-        self.inner.start()
-
-    def camera_status(self, camera: str, status: str) -> None:
-        self.inner.camera_status(camera, status)
-
-    def stats(self, snapshot: Snapshot) -> None:
-        self.inner.stats(snapshot)
-
-    def health(self) -> list[SinkHealth]:
-        return self.inner.health()
-
-    def listen(self, handler: Callable[[str, str], None]) -> None:
-        self.inner.listen(handler)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def prune(folder: Path, keep: int, max_bytes: int) -> int:
