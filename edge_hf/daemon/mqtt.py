@@ -474,7 +474,7 @@ class MqttSink:
         left = len(self.outbox)
         if left:
             log.warning(
-                "%d alert(s) not acknowledged by %s: kept in %s, sent at the next run/replay",
+                "%d alert(s) not acknowledged by %s: kept in %s, sent at the next start",
                 left, self.broker, self.outbox.path,
             )  # fmt: skip
         self.outbox.close()
