@@ -275,6 +275,11 @@ def _training_commands(
         help="score each window also mirrored left-right and average (twice the compute)",
     )  # fmt: skip
     p.add_argument(
+        "--dynamic-padding", action="store_true",
+        help="keep TensorFlow-'same' padding computed at run time (default: fixed for the "
+        "model's input size, a simpler graph with the same outputs)",
+    )  # fmt: skip
+    p.add_argument(
         "--int8", action="store_true",
         help="write an int8 QDQ model (ONNX Runtime static quantisation; --checkpoint may then "
         "also be an exported fp32 .onnx)",

@@ -432,3 +432,36 @@ def test_backbone_lr_share_zero_trains_the_head_and_inflated_stem_alone(
     assert cfg.backbone_lr == 0.5
     with pytest.raises(UserError, match=r"--backbone-lr 2\.0"):
         train(_tiny(synth_small, tmp_path, backbone_lr=2.0))
+
+
+def test_static_padding_gives_the_same_model_with_a_simpler_graph(tmp_path: Path) -> None:
+    """#33: EfficientNet-Lite0's TensorFlow "same" padding exported for the model's fixed size:
+    no Shape/Ceil arithmetic left, the same outputs as the dynamic graph."""
+    import collections
+
+    import onnx
+    import onnxruntime as ort
+
+    from edge_hf.training.models import build_model
+    from edge_hf.training.train import TrainConfig, save_checkpoint
+
+    cfg = TrainConfig(data="none", backbone="efficientnet_lite0", input_size=64)
+    with torch.random.fork_rng():
+        torch.manual_seed(3)
+        save_checkpoint(tmp_path / "m.pt", build_model(cfg.backbone, 3, 2), cfg, ["adl", "fall"])
+    ops = {}
+    for static in (False, True):
+        out = tmp_path / f"static_{static}.onnx"
+        export_onnx(tmp_path / "m.pt", out, static_padding=static)
+        ops[static] = collections.Counter(n.op_type for n in onnx.load(str(out)).graph.node)
+    assert ops[False]["Shape"] > 0 and ops[False]["Ceil"] > 0, "the dynamic graph computes pads"
+    assert ops[True]["Shape"] == 0 and ops[True]["Ceil"] == 0
+    assert sum(ops[True].values()) < sum(ops[False].values()) / 2
+    assert ops[True]["Conv"] == ops[False]["Conv"]
+    x = np.random.default_rng(0).standard_normal((3, 9, 64, 64)).astype(np.float32)
+    a, b = (
+        ort.InferenceSession(str(tmp_path / f"static_{s}.onnx")).run(None, {"hyperframe": x})[0]
+        for s in (False, True)
+    )
+    np.testing.assert_allclose(a, b, atol=1e-5)
+    assert np.abs(a - a.mean(axis=0)).max() > 1e-4, "the model tells the windows apart"

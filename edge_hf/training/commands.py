@@ -103,7 +103,8 @@ def _export_fp32(args: argparse.Namespace, out: Path) -> ModelContract | None:
         raise UserError("--checkpoint: an ensemble is made of best.pt files, not exported .onnx")
     try:
         return export_onnx(checkpoints, out, atol=args.atol, threshold=args.threshold,
-                           confirm_s=args.confirm_s, mirrored=args.mirrored)  # fmt: skip
+                           confirm_s=args.confirm_s, mirrored=args.mirrored,
+                           static_padding=not args.dynamic_padding)  # fmt: skip
     except ExportError as exc:
         print(f"edge-hf export: {exc}", file=sys.stderr)
         return None

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -70,8 +72,13 @@ def export_onnx(
     threshold: float | None = None,
     confirm_s: float | None = None,
     mirrored: bool = False,
+    static_padding: bool = True,
 ) -> ModelContract:
     """Write `out` from `checkpoint`, then run the ONNX checker and an ORT-vs-PyTorch parity check.
+
+    `static_padding` (default): TensorFlow-"same" convolutions (EfficientNet-Lite0) get their
+    padding computed for the model's fixed input size (`with_static_padding`), checked to give
+    the same output; False keeps the padding computed at run time.
 
     Several checkpoints (one recipe, other seeds) become one model, `ProbabilityMean`, with
     their shared contract (`members` = how many); an ExportError names the first contract key
@@ -107,11 +114,79 @@ def export_onnx(
     net = (
         models[0] if len(models) == 1 and not mirrored else ProbabilityMean(models, mirrored).eval()
     )
-    write_onnx(net, contract, out)
     h, w = contract.input_size
     channels = 3 * contract.window * contract.volumes
-    check_parity(net, out, sample if sample is not None else torch.randn(3, channels, h, w), atol)
+    x = sample if sample is not None else torch.randn(3, channels, h, w)
+    if static_padding:
+        net = with_static_padding(net, (channels, h, w), x)
+    write_onnx(net, contract, out)
+    check_parity(net, out, x, atol)
     return contract
+
+
+class StaticSameConv(nn.Module):
+    """A TensorFlow-"same" convolution (timm's `Conv2dSame`) whose padding was computed once for
+    a fixed input size: a constant pad (only when it is uneven) and a plain conv, instead of the
+    Shape/Ceil/Sub/Pad arithmetic the dynamic one exports (simpler for TensorRT)."""
+
+    def __init__(self, conv: nn.Conv2d, pads: tuple[int, int, int, int]) -> None:
+        super().__init__()
+        left, right, top, bottom = pads
+        even = left == right and top == bottom
+        self.conv = nn.Conv2d(
+            conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride,  # type: ignore[arg-type]
+            (top, left) if even else 0, conv.dilation, conv.groups, conv.bias is not None,  # type: ignore[arg-type]
+        )  # fmt: skip
+        self.conv.weight = conv.weight
+        self.conv.bias = conv.bias
+        self.pad = None if even else nn.ZeroPad2d(pads)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x if self.pad is None else self.pad(x))
+
+
+def _same_pads(size: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
+    total = max((math.ceil(size / stride) - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def with_static_padding(
+    model: nn.Module, input_chw: tuple[int, int, int], sample: torch.Tensor
+) -> nn.Module:
+    """`model` with every `Conv2dSame` replaced by a `StaticSameConv` for inputs of `input_chw`
+    (the model's fixed size); checked to give the same output on `sample` (ExportError if not).
+    A model without same-padded convs comes back as it is."""
+    same = [(n, m) for n, m in model.named_modules() if type(m).__name__ == "Conv2dSame"]
+    if not same:
+        return model
+    sizes: dict[str, tuple[int, int]] = {}
+
+    def record(name: str) -> Any:
+        def hook(_module: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
+            sizes.setdefault(name, (int(args[0].shape[-2]), int(args[0].shape[-1])))
+
+        return hook
+
+    hooks = [m.register_forward_pre_hook(record(n)) for n, m in same]
+    with torch.no_grad():
+        before = model.eval()(torch.zeros(1, *input_chw))
+        reference = model(sample)
+    for h in hooks:
+        h.remove()
+    for name, conv in same:
+        (ih, iw), (kh, kw) = sizes[name], conv.kernel_size
+        top, bottom = _same_pads(ih, kh, conv.stride[0], conv.dilation[0])
+        left, right = _same_pads(iw, kw, conv.stride[1], conv.dilation[1])
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, attr, StaticSameConv(conv, (left, right, top, bottom)))
+    with torch.no_grad():
+        diff = float((model(sample) - reference).abs().max())
+        diff = max(diff, float((model(torch.zeros(1, *input_chw)) - before).abs().max()))
+    if diff > 1e-5:
+        raise ExportError(f"static padding changed the output (max |diff| {diff:.2e})")
+    log.info("static padding: %d same-padded convs fixed for %s input", len(same), input_chw)
+    return model
 
 
 def write_onnx(model: nn.Module, contract: ModelContract, out: Path) -> None:
