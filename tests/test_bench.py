@@ -188,3 +188,16 @@ def test_bench_tables_are_pasted_between_the_readme_markers(tmp_path: Path) -> N
     (tmp_path / "plain.md").write_text("no markers\n")
     with pytest.raises(UserError, match="no '<!-- bench:start"):
         paste_into_readme(tmp_path / "plain.md", "# t\n\nx\n")
+
+
+def test_a_capacity_run_with_the_person_stage_counts_pose_frames(
+    fall_clip: Path, tmp_path: Path
+) -> None:
+    pose = (
+        Path(__file__).resolve().parents[1] / "models" / "person-movenet-multipose-lightning.onnx"
+    )
+    r = run_cameras(SHIPPED_MODEL, fall_clip, 1, 2.0, "batched", tmp_path, person=pose)
+    assert r["pose_ms_per_frame"] is not None and r["pose_ms_per_frame"] > 0
+    assert r["latency_p99_ms"] is not None
+    plain = run_cameras(SHIPPED_MODEL, fall_clip, 1, 2.0, "batched", tmp_path)
+    assert plain["pose_ms_per_frame"] is None

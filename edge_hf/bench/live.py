@@ -29,7 +29,7 @@ import yaml
 
 from edge_hf.core.errors import UserError
 from edge_hf.daemon.app import build_pipeline
-from edge_hf.daemon.config import CameraConfig, Config, ModelConfig
+from edge_hf.daemon.config import CameraConfig, Config, ModelConfig, PersonConfig
 from edge_hf.daemon.events import FallEvent
 from edge_hf.daemon.pipeline import Pipeline
 from edge_hf.daemon.status import SinkHealth, Snapshot
@@ -67,13 +67,16 @@ class _CountingSink:
         pass
 
 
-def _config(model: Path, video: Path, names: list[str], state_dir: Path) -> Config:
+def _config(
+    model: Path, video: Path, names: list[str], state_dir: Path, person: Path | None = None
+) -> Config:
     return Config(
         device_id="bench",
         model=ModelConfig(path=model, providers=["cpu"]),
         cameras=[CameraConfig(name=n, source=str(video), loop=True) for n in names],
         state_dir=state_dir,
         max_batch=max(16, len(names)),
+        person=PersonConfig(model=person),
     )
 
 
@@ -87,15 +90,24 @@ def _counters(pipelines: list[Pipeline]) -> tuple[int, int, int]:
 
 
 def run_cameras(
-    model: Path, video: Path, n: int, seconds: float, mode: str, state_dir: Path
+    model: Path,
+    video: Path,
+    n: int,
+    seconds: float,
+    mode: str,
+    state_dir: Path,
+    person: Path | None = None,
 ) -> dict[str, Any]:
-    """Run `n` real-time file cameras for `seconds`; `mode` is "batched" or "per_camera"."""
+    """Run `n` real-time file cameras for `seconds`; `mode` is "batched" or "per_camera";
+    `person`: the pose model, the person stage on (its default 5 Hz per camera)."""
     names = [f"cam{i:02d}" for i in range(n)]
     if mode == "batched":
-        pipelines = [build_pipeline(_config(model, video, names, state_dir), _CountingSink())]
+        cfg = _config(model, video, names, state_dir, person)
+        pipelines = [build_pipeline(cfg, _CountingSink())]
     elif mode == "per_camera":
         pipelines = [
-            build_pipeline(_config(model, video, [c], state_dir), _CountingSink()) for c in names
+            build_pipeline(_config(model, video, [c], state_dir, person), _CountingSink())
+            for c in names
         ]
     else:
         raise ValueError(f"mode {mode!r}: choose batched or per_camera")
@@ -116,6 +128,8 @@ def run_cameras(
     # per-camera pipelines): near 1 in the batched layout, the one inference thread is the bound.
     busy = (sum(p.stats.busy_ms for p in pipelines) - busy0) / 1000 / elapsed
     latency = [ms for p in pipelines for ms in list(p.snapshot().latency_ms)[-200 * n :]]
+    pose_frames = sum(p.person.counters.frames for p in pipelines if p.person is not None)
+    pose_ms = sum(p.person.counters.busy_ms for p in pipelines if p.person is not None)
     for p in pipelines:
         p.stop.set()
     for t in threads:
@@ -135,6 +149,8 @@ def run_cameras(
         "inference_busy": round(busy, 2),
         "latency_p50_ms": round(float(np.percentile(latency, 50)), 1) if latency else None,
         "latency_p90_ms": round(float(np.percentile(latency, 90)), 1) if latency else None,
+        "latency_p99_ms": round(float(np.percentile(latency, 99)), 1) if latency else None,
+        "pose_ms_per_frame": round(pose_ms / pose_frames, 1) if pose_frames else None,
         "sustained": skipped == 0 and dropped == 0 and windows >= 0.9 * expected,
     }
 
@@ -148,13 +164,15 @@ def capacity(
     max_cameras: int = 64,
     max_runs: int = 12,
     progress: Callable[[str], None] = print,
+    person: Path | None = None,
+    label: str = "",
 ) -> dict[str, Any]:
     """Largest sustained camera count: double until a level fails, then bisect (`max_runs`)."""
     runs: list[dict[str, Any]] = []
 
     def trial(n: int) -> bool:
         for attempt in range(2):
-            r = run_cameras(model, video, n, seconds, mode, state_dir)
+            r = run_cameras(model, video, n, seconds, mode, state_dir, person)
             runs.append(r)
             verdict = "sustained" if r["sustained"] else "NOT sustained"
             progress(
@@ -180,7 +198,8 @@ def capacity(
             best = mid
         else:
             fail = mid
-    return {"mode": mode, "max_cameras": best, "first_failure": fail, "runs": runs}
+    return {"mode": mode, "max_cameras": best, "first_failure": fail, "runs": runs,
+            "pipeline": label or model.name}  # fmt: skip
 
 
 # ---------------------------------------------------------------------- latency and RSS
