@@ -222,3 +222,32 @@ def test_person_config_is_validated() -> None:
     for bad in ({"side": 250}, {"decision": "vote"}, {"rate_hz": 0}, {"modle": "x"}):
         with pytest.raises(ValueError):
             Config.model_validate({**base, "person": bad})
+
+
+@needs_gmdcsa
+def test_the_live_daemon_feeds_the_person_stage_from_its_capture_threads(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    cfg = Config.model_validate(
+        {
+            "device_id": "t",
+            "model": {"path": str(DEMO_MODEL), "providers": ["cpu"], "threshold": 0.99},
+            "cameras": [{"name": "cam", "source": str(GMDCSA / "S3_Fall_01.mp4")}],
+            "state_dir": str(tmp_path / "state"),
+            "person": {"model": str(MODEL), "decision": "pose"},
+        }
+    )
+    sink = RecordingSink()
+    pipeline = build_pipeline(cfg, sink, score_history=None)
+    pipeline.start()
+    runner = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
+    runner.start()
+    runner.join(60)  # a file camera ends with its file (about 7 s in real time)
+    assert not runner.is_alive()
+    assert pipeline.person is not None
+    frames = pipeline.person.counters.frames
+    assert 15 <= frames <= 45, f"about 5 pose frames a second of a 7 s clip, got {frames}"
+    assert pipeline.person.counters.found >= 0.8 * frames
+    assert [e.type for e in sink.events][:1] == ["start"], "the fall, raised by the pose rules"
+    assert time.time() - sink.events[0].time < 120, "live events carry wall-clock times"
