@@ -23,6 +23,15 @@ class VideoError(Exception):
 Crop = tuple[int, int, int, int]  # x, y, width, height in pixels of the source frame
 
 
+def check_crop(crop: Crop) -> Crop:
+    """The one rule for a crop (config `cameras[].crop`, manifest `crop` column): x, y >= 0 and
+    w, h >= 1 pixels; ValueError otherwise."""
+    x, y, w, h = crop
+    if x < 0 or y < 0 or w < 1 or h < 1:
+        raise ValueError("[x, y, w, h] with x, y >= 0 and w, h >= 1 (pixels)")
+    return crop
+
+
 def to_model_rgb(
     frame_bgr: np.ndarray,
     size: tuple[int, int],
@@ -51,7 +60,9 @@ def to_model_rgb(
 # A model records the rule it was trained with (ONNX metadata `edge_hf.resize`; models without
 # it were trained with "area") and the daemon resizes by that rule: the same pixels both sides.
 # (RESIZE, the rule new models train with, lives with the contract.)
-__all__ = ["RESIZE", "RESIZES", "VideoError", "decode_video", "shrink", "to_model_rgb"]
+__all__ = [
+    "RESIZE", "RESIZES", "VideoError", "check_crop", "decode_video", "shrink", "to_model_rgb",
+]  # fmt: skip
 
 
 def shrink(frame: np.ndarray, size_wh: tuple[int, int], resize: str = RESIZE) -> np.ndarray:

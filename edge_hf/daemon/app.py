@@ -29,6 +29,7 @@ from edge_hf.daemon.config import (
     CameraConfig,
     Config,
     DetectionConfig,
+    StateFiles,
     check_against_model,
     check_metrics_port,
     check_state_dir,
@@ -70,7 +71,7 @@ def _held_by_a_daemon(state_dir: Path) -> bool:
     """Whether a running edge-hf holds `state_dir`'s lock (without taking it for long)."""
     import fcntl
 
-    lock = state_dir / "edge-hf.lock"
+    lock = state_dir / StateFiles.LOCK
     if not lock.is_file():
         return False
     try:
@@ -92,7 +93,7 @@ def with_snapshots(cfg: Config, sink: AlertSink) -> AlertSink:
         for c in cfg.enabled_cameras()
         if (d := cfg.detection_for(c)).snapshot
     }
-    return SnapshotSink(sink, cfg.state_dir / "snapshots", kept) if kept else sink
+    return SnapshotSink(sink, cfg.state_dir / StateFiles.SNAPSHOTS, kept) if kept else sink
 
 
 def make_sink(cfg: Config, statuses: bool = False) -> AlertSink:
@@ -223,7 +224,7 @@ def _lock_state_dir(state_dir: Path) -> IO[str]:
     import fcntl
     import os
 
-    lock = (state_dir / "edge-hf.lock").open("a+")
+    lock = (state_dir / StateFiles.LOCK).open("a+")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -253,7 +254,8 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
     notifier = Notifier()
     # Open fall events are journaled: a crash's leftovers are ended at the next start.
     sink = with_snapshots(
-        cfg, JournalSink(make_sink(cfg, statuses), OpenEvents(cfg.state_dir / "open-events.json"))
+        cfg,
+        JournalSink(make_sink(cfg, statuses), OpenEvents(cfg.state_dir / StateFiles.OPEN_EVENTS)),
     )
     pipeline = build_pipeline(cfg, sink, str(config), notifier, stop=stop)
     metrics = None

@@ -18,6 +18,7 @@ import numpy as np
 from edge_hf.core.contract import INPUT_NAME, OUTPUT_NAME, ModelContract, read_metadata
 from edge_hf.core.errors import UserError
 from edge_hf.core.runtime import contract_of, open_session
+from edge_hf.daemon.config import StateFiles
 
 if TYPE_CHECKING:
     import torch
@@ -97,7 +98,7 @@ class OnnxFallClassifier:
         requested = _provider_list(
             providers,
             ort.get_available_providers(),
-            (state_dir or Path(".")) / "trt-cache",
+            (state_dir or Path(".")) / StateFiles.TRT_CACHE,
             fp16,
             first,
             max_batch,

@@ -117,9 +117,9 @@ class CameraConfig(_Section):
     @field_validator("crop")
     @classmethod
     def _crop(cls, v: tuple[int, int, int, int] | None) -> tuple[int, int, int, int] | None:
-        if v is not None and (v[0] < 0 or v[1] < 0 or v[2] < 1 or v[3] < 1):
-            raise ValueError("[x, y, w, h] with x, y >= 0 and w, h >= 1 (pixels)")
-        return v
+        from edge_hf.core.video import check_crop  # (cv2 only when a crop is given)
+
+        return v if v is None else check_crop(v)
 
     @field_validator("name")
     @classmethod
@@ -479,11 +479,25 @@ def check_against_model(cfg: Config, contract: Any, source: str = "config") -> N
             )
 
 
-# What the daemon keeps in state_dir: none of it may be a link planted by someone else.
+class StateFiles:
+    """What the daemon keeps in `state_dir`, by name: the one table every part uses."""
+
+    OUTBOX = "outbox.sqlite3"
+    LOCK = "edge-hf.lock"
+    SNAPSHOTS = "snapshots"
+    TRT_CACHE = "trt-cache"
+    WRITE_TEST = ".write-test"
+    OPEN_EVENTS = "open-events.json"
+    ANNOUNCED = "announced.json"
+
+
+# None of these may be a link planted by someone else (with SQLite's and the atomic writes' side
+# files).
 STATE_ENTRIES = (
-    "outbox.sqlite3", "outbox.sqlite3-wal", "outbox.sqlite3-shm", "outbox.sqlite3-journal",
-    "edge-hf.lock", "snapshots", "trt-cache", ".write-test", "open-events.json",
-    "open-events.json.tmp", "announced.json", "announced.json.tmp",
+    StateFiles.OUTBOX, *(f"{StateFiles.OUTBOX}-{x}" for x in ("wal", "shm", "journal")),
+    StateFiles.LOCK, StateFiles.SNAPSHOTS, StateFiles.TRT_CACHE, StateFiles.WRITE_TEST,
+    StateFiles.OPEN_EVENTS, f"{StateFiles.OPEN_EVENTS}.tmp",
+    StateFiles.ANNOUNCED, f"{StateFiles.ANNOUNCED}.tmp",
 )  # fmt: skip
 
 
@@ -520,7 +534,7 @@ def ensure_state_dir(cfg: Config) -> None:
         ) from None
     _refuse_unsafe_state(state)
     try:
-        probe = state / ".write-test"
+        probe = state / StateFiles.WRITE_TEST
         probe.touch()
         probe.unlink()
     except OSError as exc:

@@ -18,7 +18,7 @@ from typing import Any
 
 from edge_hf.core.errors import UserError
 from edge_hf.core.runtime import read_contract
-from edge_hf.daemon.config import CameraConfig, Config
+from edge_hf.daemon.config import CameraConfig, Config, StateFiles
 
 
 @dataclass(frozen=True)
@@ -47,12 +47,12 @@ def _providers(cfg: Config) -> list[Finding]:
     ms = clf.warm_up()
     out.append(Finding("ok", "inference", f"{ms:.1f} ms per window after warm-up"))
     if "Tensorrt" in in_use:
-        engines = list((cfg.state_dir / "trt-cache").glob("*.engine"))
+        engines = list((cfg.state_dir / StateFiles.TRT_CACHE).glob("*.engine"))
         out.append(
             Finding(
                 "ok" if engines else "warn",
                 "tensorrt",
-                f"{len(engines)} cached engine(s) in {cfg.state_dir / 'trt-cache'}"
+                f"{len(engines)} cached engine(s) in {cfg.state_dir / StateFiles.TRT_CACHE}"
                 + ("" if engines else " (built on the first run: minutes)"),
             )
         )

@@ -51,6 +51,15 @@ def iso(t: float) -> str:
     )
 
 
+def unix(t: Any) -> float:
+    """Unix seconds from `iso`'s text (or a number of seconds); ValueError otherwise."""
+    if isinstance(t, str):
+        return datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        raise ValueError(f"{t!r} is not a time")
+    return float(t)
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     """What an event says about the model that raised it."""
@@ -114,6 +123,29 @@ class FallEvent:
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: Any) -> FallEvent:
+        """An event from its `as_dict` payload (times as ISO-8601 or Unix seconds): the one way
+        back from JSON (the journal of open events). KeyError / TypeError / ValueError when it
+        is not one."""
+        if not isinstance(d, dict):
+            raise TypeError(f"{type(d).__name__}, not an object")
+        for key in ("event_id", "type", "camera", "device_id"):
+            if not isinstance(d[key], str) or not d[key]:
+                raise ValueError(f"{key} {d[key]!r} is not a name")
+        model = d["model"]
+        if not isinstance(model, dict):
+            raise TypeError("model is not an object")
+        snapshot, reason = d.get("snapshot"), d.get("end_reason")
+        return cls(
+            d["event_id"], d["type"], d["camera"], d["device_id"],
+            unix(d.get("time", d["started_at"])), unix(d["started_at"]),
+            float(d.get("score", 0.0)), float(d["peak_score"]),
+            ModelInfo(str(model["name"]), int(model["window"]), float(model["interval_ms"])),
+            snapshot if isinstance(snapshot, str) else None,
+            reason if isinstance(reason, str) else None,
+        )  # fmt: skip
 
 
 @dataclass

@@ -13,11 +13,12 @@ import json
 import logging
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from edge_hf.daemon.config import NAME
-from edge_hf.daemon.events import FallEvent, ModelInfo
+from edge_hf.daemon.events import FallEvent
 from edge_hf.daemon.sinks import AlertSink, ForwardingSink
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ class OpenEvents:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._open: dict[str, dict[str, Any]] = {}
+        self._open: dict[str, FallEvent] = {}
         try:
             loaded = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(loaded, dict):
@@ -42,36 +43,22 @@ class OpenEvents:
         # never a traceback at every start (a crash loop that watches no camera at all).
         for key, entry in loaded.items():
             try:
-                self._open[str(key)] = _entry(entry, time.time())
-            except (KeyError, TypeError, ValueError, OverflowError) as exc:
+                self._open[str(key)] = _checked(entry, time.time())
+            except (KeyError, TypeError, ValueError, OverflowError, OSError) as exc:
                 log.warning("%s: skipping an unreadable open event %r (%s)", path, key, exc)
 
     def leftovers(self) -> list[FallEvent]:
         """`end` events (reason `restart`) for what an earlier run left open, oldest first."""
         now = time.time()
-        out = []
-        for e in sorted(self._open.values(), key=lambda e: e["started_at"]):
-            out.append(
-                FallEvent(
-                    e["event_id"], "end", e["camera"], e["device_id"], max(now, e["started_at"]),
-                    e["started_at"], 0.0, e["peak_score"], ModelInfo(**e["model"]),
-                    e.get("snapshot"), "restart",
-                )
-            )  # fmt: skip
-        return out
+        return [
+            replace(e, type="end", time=max(now, e.started_at), score=0.0, end_reason="restart")
+            for e in sorted(self._open.values(), key=lambda e: e.started_at)
+        ]
 
     def record(self, event: FallEvent) -> None:
         """Note a start, forget an end; on disk before returning."""
         if event.type == "start":
-            self._open[event.event_id] = {
-                "event_id": event.event_id,
-                "camera": event.camera,
-                "device_id": event.device_id,
-                "started_at": event.started_at,
-                "peak_score": event.peak_score,
-                "model": event.model.as_dict(),
-                "snapshot": event.snapshot,
-            }
+            self._open[event.event_id] = replace(event, evidence=None)
         elif self._open.pop(event.event_id, None) is None:
             return
         self._write()
@@ -80,7 +67,7 @@ class OpenEvents:
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             with tmp.open("w", encoding="utf-8") as fh:
-                json.dump(self._open, fh)
+                json.dump({k: e.as_dict() for k, e in self._open.items()}, fh)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
@@ -94,29 +81,19 @@ class OpenEvents:
 MAX_FUTURE_S = 24 * 3600.0  # a start this far ahead of the clock is damage, not a clock step
 
 
-def _entry(e: Any, now: float) -> dict[str, Any]:
-    """One journal entry, checked: names that make valid topics, times and scores that are
-    numbers a fall can have (ValueError / TypeError / KeyError otherwise)."""
-    if not isinstance(e, dict):
-        raise TypeError(f"{type(e).__name__}, not an object")
+def _checked(e: Any, now: float) -> FallEvent:
+    """One journal entry as the start event it recorded, checked: names that make valid topics,
+    times and scores a fall can have (ValueError / TypeError / KeyError otherwise)."""
+    # (every entry is a start; files written before entries were `as_dict` payloads lack it)
+    event = FallEvent.from_dict({"type": "start", **e} if isinstance(e, dict) else e)
     for key in ("camera", "device_id"):
-        if not isinstance(e[key], str) or not NAME.fullmatch(e[key]):
-            raise ValueError(f"{key} {e[key]!r} is not a camera/device name")
-    if not isinstance(e["event_id"], str) or not e["event_id"]:
-        raise ValueError("no event_id")
-    started, peak = float(e["started_at"]), float(e["peak_score"])
-    if not (0.0 <= started <= now + MAX_FUTURE_S):
-        raise ValueError(f"started_at {started!r} is not a time this journal could hold")
-    if not (0.0 <= peak <= 1.0):
-        raise ValueError(f"peak_score {peak!r} is not a probability")
-    model = e["model"]
-    if not isinstance(model, dict):
-        raise TypeError("model is not an object")
-    info = ModelInfo(str(model["name"]), int(model["window"]), float(model["interval_ms"]))
-    snapshot = e.get("snapshot")
-    return {"event_id": e["event_id"], "camera": e["camera"], "device_id": e["device_id"],
-            "started_at": started, "peak_score": peak, "model": info.as_dict(),
-            "snapshot": snapshot if isinstance(snapshot, str) else None}  # fmt: skip
+        if not NAME.fullmatch(getattr(event, key)):
+            raise ValueError(f"{key} {getattr(event, key)!r} is not a camera/device name")
+    if not (0.0 <= event.started_at <= now + MAX_FUTURE_S):
+        raise ValueError(f"started_at {event.started_at!r} is not a time this journal could hold")
+    if not (0.0 <= event.peak_score <= 1.0):
+        raise ValueError(f"peak_score {event.peak_score!r} is not a probability")
+    return event
 
 
 class JournalSink(ForwardingSink):

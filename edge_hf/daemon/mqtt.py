@@ -43,7 +43,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
-from edge_hf.daemon.config import NAME, MqttConfig
+from edge_hf.daemon.config import NAME, MqttConfig, StateFiles
 from edge_hf.daemon.events import FallEvent
 from edge_hf.daemon.homeassistant import Discovery, discovery, discovery_topics
 from edge_hf.daemon.outbox import Outbox
@@ -110,7 +110,7 @@ class MqttSink:
         )  # fmt: skip
         self.base = f"{cfg.topic_prefix}/{device_id}"
         max_bytes = int(cfg.outbox_max_mb * 1e6) if cfg.outbox_max_mb else None
-        self.outbox = Outbox(state_dir / "outbox.sqlite3", max_bytes=max_bytes)
+        self.outbox = Outbox(state_dir / StateFiles.OUTBOX, max_bytes=max_bytes)
         self.connected = threading.Event()
         self.last_error = ""
         self._lock = threading.Lock()
@@ -130,7 +130,7 @@ class MqttSink:
         self._state_due = False
         self._command: Callable[[str, str], None] | None = None
         self._quiet_close = _ClosingFilter(self)
-        self._announced_file = state_dir / "announced.json"
+        self._announced_file = state_dir / StateFiles.ANNOUNCED
         self._removed = self._cameras_that_left()
         self.client = self._make_client()
 

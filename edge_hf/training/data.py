@@ -29,7 +29,14 @@ from edge_hf.core.hyperframe import (
     stack_frames,
     time_shuffle,
 )
-from edge_hf.core.video import RESIZE, Crop, DecodedVideo, VideoError, decode_video
+from edge_hf.core.video import (
+    RESIZE,
+    Crop,
+    DecodedVideo,
+    VideoError,
+    check_crop,
+    decode_video,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +76,10 @@ def parse_crop(text: str) -> Crop | None:
         x, y, w, h = (int(v) for v in text.split(","))
     except ValueError:
         raise UserError(f"crop {text!r}: write x,y,w,h in whole pixels") from None
-    if x < 0 or y < 0 or w < 1 or h < 1:
-        raise UserError(f"crop {text!r}: x, y >= 0 and w, h >= 1")
-    return (x, y, w, h)
+    try:
+        return check_crop((x, y, w, h))
+    except ValueError as exc:
+        raise UserError(f"crop {text!r}: {exc}") from None
 
 
 def read_manifest(manifest: Path) -> list[Clip]:
