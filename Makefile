@@ -8,7 +8,7 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 EXTRAS := cpu,train,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card pose-model pose-bench gpu-check bench-outage ha-check clean
+.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card pose-model pose-bench arm64-check gpu-check bench-outage ha-check clean
 
 help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips"
@@ -157,6 +157,12 @@ BENCH_VIDEO ?= ../shared/data/capture/vtest.avi
 bench: $(STAMP) mosquitto
 	$(VENV)/bin/edge-hf --log-level warning bench --out benchmarks/results --seconds 6 --soak-s 600 \
 		--readme README.md $(if $(wildcard $(BENCH_VIDEO)),--video $(BENCH_VIDEO))
+
+# Opt-in (not in `make test`): the daemon's CPU runtime on Debian arm64 under qemu-user-static
+# (debootstrap root in build/arm64-root, PyPI's aarch64 wheels), `check` and `replay` of the demo
+# fall compared with this machine's events. Needs root and the network to Debian's mirror and PyPI.
+arm64-check: $(STAMP)
+	PYTHON=$(PY) bash deploy/arm64-check.sh
 
 # The GPU path on a machine with CUDA (none here or in CI): CUDA windows equal the CPU's, window
 # preparation CPU vs CUDA, the daemon asking for [tensorrt, cuda, cpu]. Output in gpu-check/.
