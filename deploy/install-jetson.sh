@@ -112,6 +112,12 @@ if [ -z "$MODEL" ]; then
 fi
 [ -f "$MODEL" ] || die "--model $MODEL: no such file"
 install -o edge-hf -g edge-hf -m 0640 "$MODEL" "$ROOT/var/lib/edge-hf/model.onnx"
+# The person stage's pose model (MoveNet MultiPose, Apache-2.0: its licence goes with it).
+if [ -f "$SRC/models/person-movenet-multipose-lightning.onnx" ]; then
+  install -o edge-hf -g edge-hf -m 0640 "$SRC/models/person-movenet-multipose-lightning.onnx" \
+    "$ROOT/var/lib/edge-hf/person.onnx"
+  install -m 0644 "$SRC/models/LICENSE-movenet-Apache-2.0.txt" "$ROOT$PREFIX/LICENSE-movenet.txt"
+fi
 if [ ! -f "$ROOT$CONF/config.yaml" ]; then
   install -m 0640 -g edge-hf "$SRC/deploy/examples/usb-camera.yaml" "$ROOT$CONF/config.yaml"
   echo "wrote $CONF/config.yaml from deploy/examples/usb-camera.yaml: edit cameras and mqtt"

@@ -106,6 +106,11 @@ def test_install_picks_the_wheels_of_its_jetpack(
         assert f"DeviceAllow={node} rw" in dropin
     assert str(root) not in dropin
     assert "systemctl enable --now edge-hf.service" in calls
+    # The person stage's model and its licence are installed where the example config points.
+    assert (root / "var/lib/edge-hf/person.onnx").stat().st_size > 1e6
+    assert "Apache License" in (root / "opt/edge-hf/LICENSE-movenet.txt").read_text()
+    config = (root / "etc/edge-hf/config.yaml").read_text()
+    assert "model: /var/lib/edge-hf/person.onnx" in config
 
 
 @pytest.mark.parametrize(
