@@ -45,6 +45,11 @@ trap cleanup EXIT
 mountpoint -q "$ROOT/proc" || mount -t proc proc "$ROOT/proc"
 mountpoint -q "$ROOT/dev" || mount --bind /dev "$ROOT/dev"
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# The root trusts what this machine trusts (a proxy's CA in the host's bundle included).
+if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+  mkdir -p "$ROOT/etc/ssl/certs"
+  cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/ca-certificates.crt"
+fi
 
 echo "== edge_hf into $ROOT/opt/edge-hf (no torch: the CPU daemon never imports it)"
 rm -rf "$ROOT/opt/edge-hf" && mkdir -p "$ROOT/opt/edge-hf/src" "$ROOT/opt/edge-hf/demo"
