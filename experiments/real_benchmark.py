@@ -46,6 +46,7 @@ from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.calibrate import quiet_point, suggested_threshold
 from edge_hf.daemon.config import Config, DetectionConfig
 from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.data import parse_crop
 from edge_hf.training.export import export_onnx
@@ -513,7 +514,7 @@ def replay_scores(
     for cam in pipeline.cameras:
         cam.detector.trace = []
     try:
-        pipeline.replay(origin_unix=0.0, hold_end_s=HOLD_END_S)
+        replay_files(pipeline, origin_unix=0.0, hold_end_s=HOLD_END_S)
     finally:
         torch.set_num_threads(threads)  # the pipeline pins torch to one thread; training wants all
     out: dict[str, dict[str, Any]] = {}

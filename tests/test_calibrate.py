@@ -20,6 +20,7 @@ from edge_hf.daemon.calibrate import (
 )
 from edge_hf.daemon.config import DetectionConfig, load_config
 from edge_hf.daemon.events import FallDetector, ModelInfo
+from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_demo_clips
 from tests.conftest import SHARED_DATA, SHIPPED_MODEL
@@ -114,7 +115,9 @@ def _events(config: Path, video: Path, camera: str = "street") -> int:
     cfg = load_config(config)
     cam = next(c for c in cfg.cameras if c.name == camera).model_copy(update={"source": str(video)})
     sink = RecordingSink()
-    build_pipeline(cfg.model_copy(update={"cameras": [cam]}), sink, score_history=None).replay()
+    replay_files(
+        build_pipeline(cfg.model_copy(update={"cameras": [cam]}), sink, score_history=None)
+    )
     return sum(e.type == "start" for e in sink.events)
 
 
@@ -141,7 +144,7 @@ def test_the_calibrated_threshold_keeps_the_site_quiet_and_is_tight(tmp_path: Pa
     p = build_pipeline(
         cfg.model_copy(update={"cameras": [cam]}), RecordingSink(), score_history=None
     )
-    p.replay()
+    replay_files(p)
     fall_peak = smoothed_peak(list(p.cameras[0].scores), cfg.detection)
     assert (_events(config, fall) >= 1) == (fall_peak >= cfg.cameras[0].threshold)
 

@@ -25,6 +25,7 @@ from edge_hf.daemon.app import build_pipeline, with_snapshots
 from edge_hf.daemon.capture import CaptureThread, TickSampler, sample_by_media_time
 from edge_hf.daemon.config import Config, DetectionConfig, check_against_model
 from edge_hf.daemon.events import FallDetector, ModelInfo
+from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sinks import JsonLinesSink, RecordingSink, TeeSink
 from edge_hf.daemon.sources import (
@@ -331,7 +332,7 @@ def test_replay_of_the_demo_fall_gives_one_start_and_one_end(
     recorder = RecordingSink()
     sink = with_snapshots(cfg, TeeSink(lines_sink, recorder))
     pipeline = build_pipeline(cfg, sink, score_history=None)
-    pipeline.replay()
+    replay_files(pipeline)
     events = [e.as_dict() for e in recorder.events]
     kinds = [e["type"] for e in events]
     assert kinds == ["start", "end"]
@@ -355,7 +356,7 @@ def test_replay_of_the_slow_lie_down_gives_no_event(
     cfg = _config(SHIPPED_MODEL, tmp_path, {"lie": demo_clips["lie_down_demo"]})
     sink = RecordingSink()
     pipeline = build_pipeline(cfg, sink, score_history=None)
-    pipeline.replay()
+    replay_files(pipeline)
     assert list(sink.events) == []
     assert max(pipeline.cameras[0].scores) < DEMO_THRESHOLD
 
@@ -478,9 +479,9 @@ def test_replay_can_hold_the_last_frame_of_a_clip_cut_short(
 ) -> None:
     cfg = _config(SHIPPED_MODEL, tmp_path, {"fall": demo_clips["fall_demo"]})
     plain = build_pipeline(cfg, RecordingSink(), score_history=None)
-    plain.replay()
+    replay_files(plain)
     held = build_pipeline(cfg, RecordingSink(), score_history=None)
-    held.replay(hold_end_s=2.0)
+    replay_files(held, hold_end_s=2.0)
     n = len(plain.cameras[0].scores)
     assert len(held.cameras[0].scores) == n + 20, "2 s more at 100 ms"
     assert list(held.cameras[0].scores)[:n] == list(plain.cameras[0].scores)
@@ -626,7 +627,7 @@ def test_a_hyper_volume_model_runs_in_the_daemon_and_raises_the_demo_fall(
         sink = RecordingSink()
         pipeline = build_pipeline(cfg, sink, score_history=None)
         assert pipeline.window == (6 if cfg is vol else 3)
-        pipeline.replay()
+        replay_files(pipeline)
         runs.append(([e.type for e in sink.events], list(pipeline.cameras[0].scores)))
     assert runs[1][0] == ["start", "end"] == runs[0][0]
     # The newer hyperframe of each 6-sample window is the plain model's 3-sample window.

@@ -26,6 +26,7 @@ from edge_hf.daemon.app import build_pipeline, with_snapshots
 from edge_hf.daemon.config import Config, MqttConfig
 from edge_hf.daemon.journal import JournalSink, OpenEvents
 from edge_hf.daemon.mqtt import MqttSink
+from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_demo_clips
 from tests.broker import Broker
@@ -132,7 +133,7 @@ def test_a_latched_fall_stays_on_while_the_person_is_down(
         _config(tmp_path, demo["fall_demo"], None, loop=False, latch=latch).read_text()
     )
     sink = RecordingSink()
-    build_pipeline(cfg, sink, score_history=None).replay()
+    replay_files(build_pipeline(cfg, sink, score_history=None))
     kinds = [(e.type, e.end_reason) for e in sink.events]
     if latch:  # the person lies still to the clip's end: still on when the replay stops
         assert kinds == [("start", None), ("end", "shutdown")]
@@ -147,7 +148,7 @@ def test_clear_after_s_ends_a_latched_fall(demo: dict[str, Path], tmp_path: Path
         _config(tmp_path, demo["fall_demo"], None, loop=False, clear_after_s=1.0).read_text()
     )
     sink = RecordingSink()
-    build_pipeline(cfg, sink, score_history=None).replay()
+    replay_files(build_pipeline(cfg, sink, score_history=None))
     start, end = sink.events
     assert end.end_reason == "timeout" and 1.0 <= end.time - start.time < 1.5
 

@@ -14,6 +14,7 @@ from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings
 from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.config import Config
 from edge_hf.daemon.person import PoseSlot
+from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from tests.conftest import SHARED_DATA
 
@@ -196,7 +197,7 @@ def _replay(video: Path, tmp_path: Path, decision: str) -> list[str]:
     )
     sink = RecordingSink()
     pipeline = build_pipeline(cfg, sink, score_history=None)
-    pipeline.replay(hold_end_s=3.0)
+    replay_files(pipeline, hold_end_s=3.0)
     assert pipeline.person is not None and pipeline.person.counters.frames > 10
     return [e.type for e in sink.events]
 

@@ -40,6 +40,7 @@ from edge_hf.daemon.events import FallDetector, ModelInfo
 from edge_hf.daemon.journal import JournalSink, OpenEvents
 from edge_hf.daemon.person import PersonStage
 from edge_hf.daemon.pipeline import CameraRuntime, Pipeline
+from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sdnotify import Notifier
 from edge_hf.daemon.sinks import AlertSink, JsonLinesSink, TeeSink
@@ -343,7 +344,7 @@ def replay(req: ReplayRequest) -> int:
     pipeline = build_pipeline(cfg, with_snapshots(cfg, make_sink(cfg)), name, score_history=None)
     t0 = time.perf_counter()
     try:
-        pipeline.replay(req.origin_unix, req.hold_end_s)
+        replay_files(pipeline, req.origin_unix, req.hold_end_s)
     except (SourceError, VideoError) as exc:
         raise UserError(str(exc)) from None
     log.debug("replay took %.1f s", time.perf_counter() - t0)

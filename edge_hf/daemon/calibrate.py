@@ -31,6 +31,7 @@ from edge_hf.daemon.app import build_pipeline, operating_point
 from edge_hf.daemon.config import Config, DetectionConfig, ensure_state_dir, load_config
 from edge_hf.daemon.events import FallDetector, smoothed_level
 from edge_hf.daemon.pipeline import Pipeline
+from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.daemon.sources import SourceError
 
@@ -168,7 +169,7 @@ def _watch(cfg: Config, camera: str, video: Path | None, minutes: float) -> Pipe
     pipeline.cameras[0].detector.trace = []
     if video is not None:
         try:
-            pipeline.replay()
+            replay_files(pipeline)
         except (SourceError, VideoError) as exc:
             raise UserError(f"cameras.{camera}: {exc}") from None
         return pipeline

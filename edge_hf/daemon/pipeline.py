@@ -5,8 +5,9 @@ wakes on new samples, takes only the newest window of every camera that has one 
 counted as skipped: no queue can grow), stacks them into one batch with the shared hyperframe
 code and classifies the batch with one ONNX Runtime session.
 
-Replay: the same rings, builder, classifier and detectors, driven synchronously over a file by
-media time, so the output is deterministic. The parts are built by `edge_hf.daemon.app`.
+Replay (`edge_hf.daemon.replay`) is a small runner of its own over the same parts: it feeds
+recorded files through the rings and the shared step (`process`) by media time. The parts are
+built by `edge_hf.daemon.app`.
 """
 
 from __future__ import annotations
@@ -19,11 +20,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tqdm import tqdm
-
 from edge_hf.core.hyperframe import HyperframeBuilder, WindowStacker
-from edge_hf.core.video import to_model_rgb
-from edge_hf.daemon.capture import CaptureThread, sample_by_media_time
+from edge_hf.daemon.capture import CaptureThread
 from edge_hf.daemon.classifier import Classifier
 from edge_hf.daemon.config import CameraConfig, Config
 from edge_hf.daemon.events import FallDetector
@@ -31,7 +29,7 @@ from edge_hf.daemon.person import PersonStage, PoseSlot
 from edge_hf.daemon.ring import FrameRing, Window
 from edge_hf.daemon.sdnotify import Notifier, watchdog_interval_s
 from edge_hf.daemon.sinks import AlertSink
-from edge_hf.daemon.sources import OpenCVSource, SourceError, make_source
+from edge_hf.daemon.sources import make_source
 from edge_hf.daemon.status import CameraSnapshot, Snapshot
 
 log = logging.getLogger(__name__)
@@ -396,64 +394,3 @@ class Pipeline:
                 self.sink.camera_status(cam.cfg.name, "offline")
         log.info("%s", self.snapshot().summary())
         self.sink.close()
-
-    # ------------------------------------------------------------------ replay
-
-    def _replay_sample(
-        self, cam: CameraRuntime, rgb: Any, t: float, origin_unix: float, bgr: Any = None
-    ) -> None:
-        if cam.pose_slot is not None and bgr is not None:
-            cam.pose_slot.offer(t, bgr, cam.cfg.crop)
-        cam.ring.write(rgb, t, None, bgr if cam.ring.keeps_evidence else None)
-        window = cam.ring.window(self.window)
-        if window is not None:
-            self.process([(cam, window)], lambda s: origin_unix + s, live=False)
-
-    def replay(self, origin_unix: float = 0.0, hold_end_s: float = 0.0) -> None:
-        """Each camera's file as fast as possible, sampled by media time; deterministic.
-
-        `hold_end_s` keeps showing a file's last frame that much longer, as if the camera went on
-        watching a still scene: recordings are often cut right after a fall, before a detector
-        that waits for the person to stay down (`confirm_s`) could decide.
-        """
-        self.sink.start()
-        try:
-            for cam in self.cameras:
-                # A recording: software decoding, the file's own frames (never an RTSP fallback).
-                src = make_source(cam.cfg.source, realtime=False, decoder="software")
-                assert isinstance(src, OpenCVSource)
-                try:
-                    src.open()
-                except SourceError as exc:
-                    raise SourceError(f"cameras.{cam.cfg.name}.source: {exc}") from None
-                self.sink.camera_status(cam.cfg.name, "online")
-                last_t, last, last_bgr = 0.0, None, None
-                # A bar on a terminal only (long recordings: `replay`, `calibrate --video`).
-                expected = src.frame_count / src.fps / cam.interval_s if src.fps > 0 else None
-                bar = tqdm(desc=cam.cfg.name, total=expected and round(expected), unit="window",
-                           disable=None, leave=False)  # fmt: skip
-                try:
-                    for t, frame in sample_by_media_time(src, cam.interval_s):
-                        last_t, last = t, to_model_rgb(frame, self.size, cam.cfg.crop, self.resize)
-                        last_bgr = frame
-                        self._replay_sample(cam, last, t, origin_unix, frame)
-                        bar.update()
-                finally:
-                    bar.close()
-                    decoded = src.frames_decoded
-                    src.release()
-                if src.frame_count and decoded < 0.95 * src.frame_count:
-                    log.warning(
-                        "%s: decoding stopped at frame %d of the %d its header announces: the "
-                        "file is truncated or corrupt, and the rest of it was not analysed",
-                        cam.cfg.name, decoded, src.frame_count,
-                    )  # fmt: skip
-                for k in range(1, round(hold_end_s / cam.interval_s) + 1):
-                    if last is not None:
-                        t = last_t + k * cam.interval_s
-                        self._replay_sample(cam, last, t, origin_unix, last_bgr)
-                last_t += round(hold_end_s / cam.interval_s) * cam.interval_s
-                for event in cam.detector.close(origin_unix + last_t):
-                    self.sink.send(event)
-        finally:
-            self.sink.close()
