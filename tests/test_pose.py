@@ -209,6 +209,7 @@ def test_the_daemon_runs_the_person_stage_on_real_clips(tmp_path: Path) -> None:
     fall, walk = GMDCSA / "S3_Fall_01.mp4", GMDCSA / "S1_ADL_10.mp4"
     assert _replay(fall, tmp_path, "pose") == ["start", "end"]
     assert _replay(fall, tmp_path, "either") == ["start", "end"]
+    assert _replay(fall, tmp_path, "combined") == ["start", "end"]
     assert _replay(fall, tmp_path, "cnn") == []
     assert _replay(walk, tmp_path, "either") == []
 
@@ -220,6 +221,7 @@ def test_person_config_is_validated() -> None:
         "cameras": [{"name": "a", "source": "x"}],
     }
     assert Config.model_validate(base).person.model is None  # off by default
+    assert Config.model_validate(base).person.decision == "combined"
     for bad in ({"side": 250}, {"decision": "vote"}, {"rate_hz": 0}, {"modle": "x"}):
         with pytest.raises(ValueError):
             Config.model_validate({**base, "person": bad})
@@ -252,3 +254,31 @@ def test_the_live_daemon_feeds_the_person_stage_from_its_capture_threads(tmp_pat
     assert pipeline.person.counters.found >= 0.8 * frames
     assert [e.type for e in sink.events][:1] == ["start"], "the fall, raised by the pose rules"
     assert time.time() - sink.events[0].time < 120, "live events carry wall-clock times"
+
+
+def test_each_decision_says_who_may_raise_an_event() -> None:
+    """The pose rules' fall and the classifier's score, alone and together, per decision."""
+    from edge_hf.core.posefall import PoseVerdict
+    from edge_hf.daemon.config import DetectionConfig
+    from edge_hf.daemon.events import FallDetector, ModelInfo
+
+    def raised(decision: str, cnn: float, pose: PoseVerdict | None) -> bool:
+        d = FallDetector(
+            "c", "d", DetectionConfig(), 0.5, ModelInfo("m", 3, 100.0), decision=decision
+        )
+        return any(
+            e.type == "start"
+            for i in range(3)
+            for e in d.update(cnn, i * 0.1, None, None, None, pose)
+        )
+
+    pose_fall = PoseVerdict(down=True, fall=True, new_fall=True)
+    pose_down = PoseVerdict(down=True, fall=False)
+    table = {  # decision: (pose fall alone, CNN alone, CNN with someone down)
+        "cnn": (False, True, True), "pose": (True, False, False), "either": (True, True, True),
+        "both": (False, False, True), "combined": (True, False, True),
+    }  # fmt: skip
+    for decision, expected in table.items():
+        got = (raised(decision, 0.1, pose_fall), raised(decision, 0.9, None),
+               raised(decision, 0.9, pose_down))  # fmt: skip
+        assert got == expected, decision

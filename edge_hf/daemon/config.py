@@ -218,15 +218,16 @@ class PersonConfig(_Section):
     At `rate_hz` per camera (its own rate, below the classifier's) the newest frame, scaled so its
     long side is `side`, goes through the pose model; the pose rules (`edge_hf.core.posefall`)
     say whether someone is down and whether a fall happened. `decision` says what raises an
-    event: `either` (the classifier or the pose rules), `pose` (the pose rules alone), `both`
-    (the classifier, only while the pose rules see someone down), `cnn` (the classifier alone;
-    the pose stage only logs).
+    event: `combined` (the pose rules, or the classifier while the pose rules see someone down),
+    `pose` (the pose rules alone), `either` (the classifier or the pose rules), `both` (the
+    classifier, only while the pose rules see someone down), `cnn` (the classifier alone; the
+    pose stage only logs).
     """
 
     model: Path | None = None
     rate_hz: float = Field(5.0, gt=0, le=30)
     side: int = Field(256, ge=128, le=1024, multiple_of=32)
-    decision: Literal["either", "pose", "both", "cnn"] = "either"
+    decision: Literal["combined", "pose", "either", "both", "cnn"] = "combined"
     confirm_s: float = Field(1.0, ge=0, le=60)  # pose rules: down this long after the descent
     max_descent_s: float = Field(2.0, gt=0, le=10)  # pose rules: upright -> down within this
 

@@ -17,7 +17,8 @@ Latched (`detection.latch`, the default), an event does not end by itself when t
 With the person stage on (`person.model`), the pose rules' verdict comes with each window and
 `decision` says who raises an event: `either` (a confirmed pose fall starts one too), `pose` (only
 a pose fall does), `both` (the classifier's, only while the pose rules saw someone down in the
-last POSE_DOWN_S), `cnn` (the pose verdict is ignored).
+last POSE_DOWN_S), `combined` (a pose fall, or the classifier's while the pose rules saw someone
+down: `pose` and `both` together), `cnn` (the pose verdict is ignored).
 Events are `FallEvent` objects, serialised once (`as_dict`/`to_json`) by whichever sink sends them.
 """
 
@@ -182,7 +183,8 @@ CONFIRM_GRACE_S = 3.0  # a candidate not confirmed this long after confirm_s is 
 CONFIRM_LEVEL = 0.5  # mean P(falling or down) over confirm_s: more likely on the floor than up
 UP_BEFORE_GAP_S = 0.5  # up_before_s ends this long before the descent (a stumble just before)
 UP_BEFORE_MIN_S = 1.0  # less history than this (the camera just started) counts as up
-POSE_DOWN_S = 3.0  # decision `both`: the pose rules saw someone down this recently
+POSE_DOWN_S = 3.0  # decisions `both`, `combined`: the pose rules saw someone down this recently
+POSE_RAISES = ("either", "pose", "combined")  # decisions in which a pose fall starts an event
 
 
 def smoothed_level(recent: Sequence[float], cfg: DetectionConfig) -> float:
@@ -251,7 +253,7 @@ class FallDetector:
             self.trace.append((t, score, down))
         if pose is not None and pose.down:
             self._pose_down_at = t
-        pose_fall = self.decision in ("either", "pose") and pose is not None and pose.new_fall
+        pose_fall = self.decision in POSE_RAISES and pose is not None and pose.new_fall
         if pose_fall and self._open is None and t >= self._cooldown_until:
             self._candidate = None
             log.info("%s: the pose rules confirmed a fall", self.camera)
@@ -294,7 +296,9 @@ class FallDetector:
         """Whether the classifier may start an event or a candidate now (`decision`)."""
         if self.decision == "pose":
             return False
-        return self.decision != "both" or t - self._pose_down_at <= POSE_DOWN_S
+        if self.decision in ("both", "combined"):
+            return t - self._pose_down_at <= POSE_DOWN_S
+        return True
 
     def _was_up(self, t: float) -> bool:
         """Whether the person was up before a descent seen at `t` (always, with up_before_s 0)."""
