@@ -191,6 +191,13 @@ def score_rules(
     return result
 
 
+BY_VIEW_ROWS = [
+    "lite0 T=3 ImageNet falling+down 160px, 3-seed ensemble, confirm 2 s",
+    "lite0 T=3 ImageNet falling+down 160px, confirm 2 s",
+    "pose + rules alone (MoveNet MultiPose, no CNN)",
+    "lite0 T=3 ImageNet falling+down 160px + pose rules or pose-confirmed CNN (combined), "
+    "confirm 2 s",
+]
 SWEEP = {"lying_deg": (50.0, 70.0), "lying_aspect": (1.1, 1.6), "drop_frac": (0.25, 0.5),
          "max_descent_s": (1.5, 3.0), "confirm_s": (0.5, 2.0)}  # fmt: skip
 
@@ -251,6 +258,8 @@ def main() -> None:
     p.add_argument("--negatives", default=str(NEGATIVES))
     p.add_argument("--interval-ms", type=float, default=200.0)
     p.add_argument("--side", type=int, default=256)
+    p.add_argument("--runs", default="benchmarks/results/real/runs.json",
+                   help="make real-bench's results, for falls by view and size")  # fmt: skip
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = Path(a.out)
@@ -271,9 +280,72 @@ def main() -> None:
            "coverage": coverage(cams, cache), "settings": asdict(settings),
            "rules": score_rules(cams, cache, settings, a.interval_ms / 1000),
            "sensitivity": sensitivity(cams, cache, a.interval_ms / 1000)}  # fmt: skip
+    md = markdown(res)
+    runs_file = Path(a.runs)
+    if runs_file.is_file():  # falls detected by view and size of the person, per benchmark row
+        views = fall_views(cams, cache)
+        res["fall_views"] = views
+        md += ("\n## Falls detected by view and by the person's size in the frame\n\n"
+               "From the pose cache: `lying across` = the lying person's box wider than tall (a "
+               "side view), `along` = a camera looking along the body; size = the standing "
+               "person's box height / frame height. Rows from " f"`{runs_file}`.\n\n"
+               + recall_by_view(runs_file, views, BY_VIEW_ROWS))  # fmt: skip
     (out / "pose.json").write_text(json.dumps(res, indent=1))
-    (out / "pose.md").write_text(markdown(res))
-    print(markdown(res))
+    (out / "pose.md").write_text(md)
+    print(md)
+
+
+def fall_views(cams: list[tuple[str, rb.Item]], cache: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per fall clip (its first view): how the camera sees the person lying -- `across` (the
+    lying box wider than tall: a side view), `along` (a camera looking along the body) or
+    `unseen` (nobody found lying) -- and how tall the standing person is in the frame."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, it in cams:
+        if it.label != "fall" or it.clip_id in out:
+            continue
+        c = cache[name]
+        frame_h = (c.get("frame_hw") or [1, 1])[0]
+        lying, standing = [], []
+        for tick in c["ticks"]:
+            people = [_person(d) for d in tick["people"]]
+            if not people:
+                continue
+            ph = phase(it, tick["t"])
+            if ph == "lying":
+                lying.append(people[0].width / max(people[0].height, 1e-6))
+            elif ph == "standing":
+                standing.append(people[0].height / frame_h)
+        view = "unseen" if not lying else ("across" if np.median(lying) >= 1.0 else "along")
+        height = float(np.median(standing)) if standing else None
+        out[it.clip_id] = {"view": view, "height": height}
+    return out
+
+
+def recall_by_view(runs_file: Path, views: dict[str, dict[str, Any]], rows: list[str]) -> str:
+    """Falls detected per row, split by view and by the person's height in the frame (mean over
+    the row's seeds), as a Markdown table."""
+    runs = json.loads(runs_file.read_text())
+
+    def group(clip: str) -> list[str]:
+        v = views[clip]
+        h = v["height"]
+        size = "person < 40 % of the frame" if h is not None and h < 0.4 else "person >= 40 %"
+        return [f"lying {v['view']}", size if h is not None else "never seen standing"]
+
+    groups = sorted({g for c in views for g in group(c)})
+    lines = ["| row | seeds | " + " | ".join(groups) + " |", "|" + " --- |" * (len(groups) + 2)]
+    for row in rows:
+        seeds = [r for r in runs.values() if r.get("variant") == row]
+        if not seeds:
+            continue
+        cells = []
+        for g in groups:
+            clips = [c for c in views if g in group(c)]
+            hits = [sum(1 for c in r["clips"] if c["clip"] in clips and c["detected"])
+                    for r in seeds]  # fmt: skip
+            cells.append(f"{np.mean(hits):.1f} / {len(clips)}")
+        lines.append(f"| {row} | {len(seeds)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
