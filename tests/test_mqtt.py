@@ -52,6 +52,8 @@ class Subscriber:
         if tls_ca:
             self.client.tls_set(ca_certs=str(tls_ca), cert_reqs=ssl.CERT_REQUIRED)
         self.client.on_connect = lambda c, *_: c.subscribe(topic, qos=1)
+        self.subscribed = threading.Event()  # the broker acknowledged the subscription
+        self.client.on_subscribe = lambda *_: self.subscribed.set()
         self.client.on_message = self._on_message
         self.client.reconnect_delay_set(0.2, 1)
         self.client.connect_async("127.0.0.1", port)
@@ -242,7 +244,8 @@ def test_sigkill_while_broker_down_then_everything_arrives(
     broker.start()
     try:
         sub = Subscriber(broker.port, "edge_hf/+/+/event")
-        time.sleep(0.5)
+        # (subscribed before the daemon connects: on a busy machine 0.5 s was not always enough)
+        assert sub.subscribed.wait(20)
         # The next start (the daemon on a scene without a fall) sends what the killed one left.
         # (A replay would not: it never touches the daemon's state_dir nor, unasked, its broker.)
         again = tmp_path / "again"
