@@ -102,7 +102,11 @@ def letterbox(frame_rgb: np.ndarray, side: int = INPUT_SIDE) -> tuple[np.ndarray
     nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
     ph, pw = -(-nh // STRIDE) * STRIDE, -(-nw // STRIDE) * STRIDE
     out = np.zeros((ph, pw, 3), np.uint8)
-    out[:nh, :nw] = cv2.resize(frame_rgb, (nw, nh), interpolation=cv2.INTER_AREA)
+    # (the daemon's PoseSlot already brought the frame to `side`: no second resize then)
+    if (nh, nw) == (h, w):
+        out[:nh, :nw] = frame_rgb
+    else:
+        out[:nh, :nw] = cv2.resize(frame_rgb, (nw, nh), interpolation=cv2.INTER_AREA)
     return out, scale
 
 
@@ -122,7 +126,7 @@ class PoseEstimator:
                 "person.model at models/person-movenet-multipose-lightning.onnx)"
             )
         self.path = path
-        self.session: Any = open_session(path, providers, threads)
+        self.session: Any = open_session(path, providers, threads, key="person.model")
         inp = self.session.get_inputs()[0]
         outs = self.session.get_outputs()
         if len(inp.shape) != 4 or inp.shape[-1] != 3 or list(outs[0].shape)[-1:] != [56]:

@@ -18,12 +18,15 @@ CPU = "CPUExecutionProvider"
 Providers = Sequence[str | tuple[str, dict[str, str]]]
 
 
-def open_session(path: Path, providers: Providers = (CPU,), threads: int = 0) -> Any:
-    """An `onnxruntime.InferenceSession` for `path`; a one-line UserError if it cannot load."""
+def open_session(
+    path: Path, providers: Providers = (CPU,), threads: int = 0, key: str = "model.path"
+) -> Any:
+    """An `onnxruntime.InferenceSession` for `path`; a one-line UserError naming the config
+    `key` that gave it (`model.path`, `person.model`) if it cannot load."""
     import onnxruntime as ort
 
     if not path.is_file():
-        raise UserError(f"model.path: {path} does not exist (see models/ for shipped models)")
+        raise UserError(f"{key}: {path} does not exist (see models/ for shipped models)")
     opts = ort.SessionOptions()
     if threads:
         opts.intra_op_num_threads = threads
@@ -35,7 +38,7 @@ def open_session(path: Path, providers: Providers = (CPU,), threads: int = 0) ->
         return ort.InferenceSession(str(path), opts, providers=list(providers))
     except Exception as exc:  # onnxruntime raises its own InvalidProtobuf/Fail types
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"model.path: {path} is not a loadable ONNX model ({msg})") from None
+        raise UserError(f"{key}: {path} is not a loadable ONNX model ({msg})") from None
 
 
 def contract_of(session: Any, path: Path) -> ModelContract:

@@ -80,7 +80,8 @@ class PersonStage:
     """One pose session for every camera, and each camera's pose rules."""
 
     def __init__(self, cfg: PersonConfig, providers: Providers) -> None:
-        assert cfg.model is not None  # built only when the stage is on
+        if cfg.model is None:
+            raise ValueError("the person stage needs person.model")
         self.cfg = cfg
         self.estimator = PoseEstimator(cfg.model, providers, side=cfg.side)
         self.settings = PoseRuleSettings(confirm_s=cfg.confirm_s, max_descent_s=cfg.max_descent_s)

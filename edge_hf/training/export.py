@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import fields, replace
 from pathlib import Path
@@ -146,7 +145,11 @@ class StaticSameConv(nn.Module):
 
 
 def _same_pads(size: int, kernel: int, stride: int, dilation: int) -> tuple[int, int]:
-    total = max((math.ceil(size / stride) - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
+    """(before, after) padding of TensorFlow "same", by timm's own rule (the one Conv2dSame
+    applies at run time)."""
+    from timm.layers.padding import get_same_padding
+
+    total = int(get_same_padding(size, kernel, stride, dilation))
     return total // 2, total - total // 2
 
 
