@@ -58,6 +58,15 @@ GMDCSA = Path("../shared/data/gmdcsa24")
 ASSIST = Path("../shared/data/assist_iot")
 VTEST = Path("../shared/data/capture/vtest.avi")
 FOLDS = ("S1", "S2", "S3", "S4", "A")
+# The reverse cross-source fold (#30): trained on ASSIST-IoT's room (both views) and synthetic
+# clips, tested on all of GMDCSA24 (four home rooms none of its training clips shows). Its runs
+# are kept apart (`| reverse` keys): its test clips are the four GMDCSA24 folds' again.
+REVERSE = "G"
+SYNTH_FOLD = "Y"  # the generated clips' fold (never tested on)
+# ASSIST-IoT has 2 falls: generated falls and daily activities (edge_hf.training.synth) make up a
+# fall class. No lie_down: its lying end would be "adl" here and "down" in ASSIST-IoT's clips.
+SYNTH_CLASSES = ("fall", "walk", "sit_down", "stand_up", "pick_up")
+SYNTH_CLIPS_PER_CLASS = 24
 EARLY_S = 1.0  # an event up to this long before the labelled fall start still counts
 
 
@@ -108,6 +117,7 @@ class Variant:
     # The person stage in replay (`person.decision`: either / both / pose; "" off): MoveNet
     # MultiPose at 5 Hz and the pose rules beside the row's fold models.
     person: str = ""
+    volumes: int = 1  # a hyper-volume: V consecutive hyperframes, one shared backbone, 1-D fusion
 
     def person_config(self) -> dict[str, Any] | None:
         """The row's `person` config section (None: the stage is off)."""
@@ -215,6 +225,20 @@ POSE_ROWS = {
     # fold models): a pose fall, or the classifier's while the pose rules see someone down.
     "lite0 T=3 ImageNet falling+down 160px + pose rules or pose-confirmed CNN (combined), "
     "confirm 2 s": replace(PLAIN_160_RECIPE, person="combined"),
+}
+
+# The seed's hyper-volume (#30): two hyperframes of T=3 frames through one shared backbone, fused
+# by a 1-D conv. Frames 200 ms apart so that its 6 frames span 1.2 s: the descent and what follows
+# it in one look (at 100 ms they would span 0.6 s, one descent). Temporal jitter ±1 step (±0.2 s).
+HYPER_VOLUME_ROW = "lite0 T=3 ImageNet falling+down 160px, hyper-volume V=2 200 ms"
+HYPER_VOLUME_RECIPE = replace(
+    THREE_STATE, input_size=160, volumes=2, interval_ms=200.0, offset_steps=1
+)
+HYPER_VOLUME_ROWS = {
+    **_operating_points(HYPER_VOLUME_ROW, HYPER_VOLUME_RECIPE),
+    f"{HYPER_VOLUME_ROW} + pose rules or pose-confirmed CNN (combined), confirm 2 s": replace(
+        HYPER_VOLUME_RECIPE, models=f"{HYPER_VOLUME_ROW}, confirm 2 s", person="combined"
+    ),
 }
 
 VARIANTS: dict[str, Variant] = {
@@ -337,6 +361,7 @@ VARIANTS: dict[str, Variant] = {
     # a person/pose model finds people across rooms (experiments/pose_bench.py), and the pose
     # rules read "down" from the person's own geometry (#30).
     **POSE_ROWS,
+    **HYPER_VOLUME_ROWS,
 }
 CALIBRATION_MARGIN = 0.05  # edge-hf calibrate's default
 VTEST_CALIBRATION_S = 40.0  # vtest.avi calibrates on its first 40 s, is scored on the rest
@@ -404,7 +429,9 @@ def write_manifest(items: list[Item], path: Path, three_state: bool = False) -> 
                 start = it.start_s or 0.0
                 end = it.end_s if it.end_s is not None else start + GMDCSA_DESCENT_S
                 descent = (
-                    end - start if it.fold == "A" else min(GMDCSA_DESCENT_S, (end - start) / 2)
+                    end - start
+                    if it.fold in ("A", SYNTH_FOLD)
+                    else min(GMDCSA_DESCENT_S, (end - start) / 2)
                 )
                 if start >= 0.8:
                     rows.append(("adl", 0.0, start - 0.3))
@@ -420,6 +447,36 @@ def write_manifest(items: list[Item], path: Path, three_state: bool = False) -> 
 
 def _or_blank(v: float | None) -> float | str:
     return "" if v is None else v
+
+
+def synth_items(out: Path) -> list[Item]:
+    """The reverse fold's generated clips (`SYNTH_CLASSES`, 15 fps, 320x240, seed 31), written
+    under `out` once; a fall's labelled segment is its descent."""
+    manifest = out / "manifest.csv"
+    if not manifest.exists():
+        from edge_hf.training.synth import generate
+
+        generate(out, SYNTH_CLIPS_PER_CLASS, 15.0, seed=31, classes=SYNTH_CLASSES)
+    with manifest.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return [
+        Item(
+            SYNTH_FOLD, Path(r["path"]).stem, (out / r["path"]).resolve(),
+            "fall" if r["label"] == "fall" else "adl", float(r["fps"]),
+            float(r["fall_start_s"]) if r["fall_start_s"] else None,
+            float(r["fall_end_s"]) if r["fall_end_s"] else None, "",
+        )
+        for r in rows
+    ]  # fmt: skip
+
+
+def split_fold(items: list[Item], fold: str, out: Path) -> tuple[list[Item], list[Item]]:
+    """(held-out clips, training clips) of a fold: one subject or room left out, or `REVERSE`
+    (GMDCSA24 held out; ASSIST-IoT and the generated clips trained on)."""
+    if fold == REVERSE:
+        test = [it for it in items if it.fold != "A"]
+        return test, [it for it in items if it.fold == "A"] + synth_items(out / "synth")
+    return [it for it in items if it.fold == fold], [it for it in items if it.fold != fold]
 
 
 def vtest_negatives(vtest: Path) -> list[Item]:
@@ -731,7 +788,7 @@ def add_fold_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="benchmarks/results/real", help="the benchmark's --out")
     p.add_argument("--variant", default="lite0 T=3 ImageNet falling+down 160px, confirm 2 s")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--fold", default="A", choices=FOLDS)
+    p.add_argument("--fold", default="A", choices=(*FOLDS, REVERSE))
 
 
 def fold_model(a: argparse.Namespace) -> Path:
@@ -775,6 +832,7 @@ def _train_and_export(
         backbone_lr=variant.backbone_lr,
         max_offset_steps=variant.offset_steps,
         resize=variant.resize,
+        volumes=variant.volumes,
         **states,  # type: ignore[arg-type]
     )
     export_onnx(train(cfg).best_checkpoint, export, **variant.operating_point())
@@ -801,8 +859,7 @@ def _fold_model(
         )
         return rundir
     items, vtest = _inputs(variant, items, a)
-    test = [it for it in items if it.fold == fold]
-    rest = [it for it in items if it.fold != fold]
+    test, rest = split_fold(items, fold, Path(a.out))
     if variant.vtest_negatives:
         rest += vtest_negatives(vtest)
     _train_and_export(variant, a, rest, test, seed, rundir, rundir / "model.onnx")
@@ -811,12 +868,13 @@ def _fold_model(
 
 
 def run_variant_seed(
-    name: str, variant: Variant, seed: int, items: list[Item], a: argparse.Namespace
-) -> dict[str, Any]:
-    """Train and export the five fold models of one variant and seed, then replay them."""
-    for fold in FOLDS:
+    name: str, variant: Variant, seed: int, items: list[Item], a: argparse.Namespace,
+    folds: tuple[str, ...] = FOLDS,
+) -> dict[str, Any]:  # fmt: skip
+    """Train and export the fold models of one variant and seed, then replay them."""
+    for fold in folds:
         _fold_model(name, variant, seed, fold, items, a)
-    return replay_variant_seed(name, seed, items, a)
+    return replay_variant_seed(name, seed, items, a, folds)
 
 
 def train_final(name: str, items: list[Item], a: argparse.Namespace, export: Path) -> Path:
@@ -840,16 +898,17 @@ def train_final(name: str, items: list[Item], a: argparse.Namespace, export: Pat
 
 
 def replay_variant_seed(
-    name: str, seed: int, items: list[Item], a: argparse.Namespace
-) -> dict[str, Any]:
+    name: str, seed: int, items: list[Item], a: argparse.Namespace,
+    folds: tuple[str, ...] = FOLDS,
+) -> dict[str, Any]:  # fmt: skip
     """Replay each fold's exported model on its held-out clips (and vtest); the summed result."""
     all_clips: list[dict[str, Any]] = []
     vtest_events, vtest_hours = 0, 0.0
     v = VARIANTS[name]
     items, vtest = _inputs(v, items, a)
-    for fold in FOLDS:
+    for fold in folds:
         rundir = _rundir(Path(a.out), name, seed, fold)
-        test = [it for it in items if it.fold == fold]
+        test, _ = split_fold(items, fold, Path(a.out))
         clips, ev, hours = run_fold_model(
             rundir / "model.onnx", test, vtest, rundir / "state", v.threshold,
             v.detection(), v.calibrated, v.vtest_negatives, v.person_config(),
@@ -879,6 +938,60 @@ def _mean_sd(values: list[float], fmt: str = "{:.2f}") -> str:
     return f"{fmt.format(statistics.mean(values))} ± {fmt.format(statistics.stdev(values))}"
 
 
+def runs_of(runs: dict[str, Any], name: str, reverse: bool = False) -> list[dict[str, Any]]:
+    """A row's runs over the five leave-one-out folds, or (`reverse`) over the reverse fold."""
+    return [
+        r for r in runs.values()
+        if r["variant"] == name and (r.get("folds") == "reverse") == reverse
+    ]  # fmt: skip
+
+
+def _fold_a(r: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(falls detected, falls, activity clips with an event, activity clips) of fold A alone."""
+    clips = [c for c in r["clips"] if c["fold"] == "A"]
+    falls = [c for c in clips if c["label"] == "fall"]
+    adl = [c for c in clips if c["label"] == "adl"]
+    return (sum(c["detected"] for c in falls), len(falls),
+            sum(c["false_events"] > 0 for c in adl), len(adl))  # fmt: skip
+
+
+def cross_source_table(runs: dict[str, Any], rows: list[str]) -> str:
+    """The two folds whose room and camera style no training clip shares, on their own: fold A
+    (trained on GMDCSA24, tested on ASSIST-IoT's two views; from the leave-one-out runs) and the
+    reverse fold (trained on ASSIST-IoT + generated clips, tested on all of GMDCSA24)."""
+    lines = [
+        "| variant | seeds | fold A: falls detected | fold A: activity clips with an event | "
+        "reverse: seeds | reverse: falls detected | reverse: activity clips with an event | "
+        "reverse: false events / h (vtest.avi) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name in rows:
+        loo, rev = runs_of(runs, name), runs_of(runs, name, reverse=True)
+        if not loo and not rev:
+            continue
+        cells = [str(len(loo)) if loo else "-"]
+        if loo:
+            fa = [_fold_a(r) for r in loo]
+            cells += [
+                _mean_sd([f[0] for f in fa], "{:.1f}") + f" / {fa[0][1]}",
+                _mean_sd([f[2] for f in fa], "{:.1f}") + f" / {fa[0][3]}",
+            ]
+        else:
+            cells += ["-", "-"]
+        cells.append(str(len(rev)) if rev else "-")
+        if rev:
+            cells += [
+                _mean_sd([r["falls_detected"] for r in rev], "{:.1f}") + f" / {rev[0]['falls']}",
+                _mean_sd([r["adl_clips_with_event"] for r in rev], "{:.1f}")
+                + f" / {rev[0]['adl_clips']}",
+                _mean_sd([r["vtest_false_per_hour"] for r in rev], "{:.0f}"),
+            ]
+        else:
+            cells += ["-", "-", "-"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def table(runs: dict[str, Any], rows: list[str]) -> str:
     """Mean ± sd over seeds of each row."""
     lines = [
@@ -888,7 +1001,7 @@ def table(runs: dict[str, Any], rows: list[str]) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name in rows:
-        rs = [r for r in runs.values() if r["variant"] == name]
+        rs = runs_of(runs, name)
         if not rs:
             continue
         n_falls, n_adl, n_still = rs[0]["falls"], rs[0]["adl_clips"], rs[0]["still_clips"]
@@ -910,6 +1023,18 @@ def table_rows(runs: dict[str, Any]) -> list[str]:
     a recipe retrained under another name)."""
     known = [SHIPPED_ROW, *VARIANTS]
     return known + sorted({r["variant"] for r in runs.values()} - set(known))
+
+
+def results_md(runs: dict[str, Any], rows: list[str]) -> str:
+    """results.md: every row over the five folds, then the cross-source folds on their own."""
+    return (
+        table(runs, rows)
+        + "\n## Cross-source folds\n\n"
+        + "Fold A: trained on GMDCSA24's four subjects, tested on ASSIST-IoT's room (2 falls, 18 "
+        "look-alike daily activities, two views), from the runs above. Reverse: trained on "
+        "ASSIST-IoT and generated clips (`synth_items`), tested on all of GMDCSA24 "
+        "(`--reverse`).\n\n" + cross_source_table(runs, rows)
+    )
 
 
 _ROW_NAME = re.compile(
@@ -944,7 +1069,7 @@ def plot_tradeoff(runs: dict[str, Any], rows: list[str], path: Path) -> None:
     styles: dict[str, int] = {}
     n_falls, n_adl = 16, 27
     for name in rows:
-        rs = [r for r in runs.values() if r["variant"] == name]
+        rs = runs_of(runs, name)
         if not rs:
             continue
         n_falls, n_adl = rs[0]["falls"], rs[0]["adl_clips"]
@@ -1010,6 +1135,11 @@ def main() -> None:
     p.add_argument(
         "--rescore", action="store_true", help="replay every run's saved fold models again"
     )
+    p.add_argument(
+        "--reverse", action="store_true",
+        help="run the reverse cross-source fold of --variants (train ASSIST-IoT + generated "
+        "clips, test GMDCSA24) instead of the five leave-one-out folds",
+    )  # fmt: skip
     p.add_argument("--final", metavar="VARIANT", help="train this row's recipe on all clips")
     p.add_argument("--runs-file", help="results JSON (default <out>/runs.json), e.g. per process")
     p.add_argument("--export", default="models/fall-real.onnx", help="where --final writes")
@@ -1027,7 +1157,7 @@ def main() -> None:
         runs[key] = result
         runs_file.write_text(json.dumps(runs, indent=1))
         rows = table_rows(runs)
-        (out / "results.md").write_text(table(runs, rows))
+        (out / "results.md").write_text(results_md(runs, rows))
         plot_tradeoff(runs, rows, out / "tradeoff.png")
         print(table(runs, rows), flush=True)
 
@@ -1039,19 +1169,21 @@ def main() -> None:
             if r["variant"] == SHIPPED_ROW:
                 fresh = run_shipped(Path(a.shipped), items, a)
             else:
-                fresh = replay_variant_seed(r["variant"], r["seed"], items, a)
+                folds = (REVERSE,) if r.get("folds") == "reverse" else FOLDS
+                fresh = replay_variant_seed(r["variant"], r["seed"], items, a, folds)
             save(key, {**r, **fresh})
     if a.shipped and SHIPPED_ROW not in runs and Path(a.shipped).exists():
         save(SHIPPED_ROW, {"variant": SHIPPED_ROW, **run_shipped(Path(a.shipped), items, a)})
     for seed in a.seeds:  # seed-major: every row gets a first seed before any gets a third
         for name in a.variants:
-            key = f"{name} | seed {seed}"
+            key = f"{name} | seed {seed}" + (" | reverse" if a.reverse else "")
             if key in runs:
                 continue
             v = VARIANTS[name]
-            result = run_variant_seed(name, v, seed, items, a)
+            result = run_variant_seed(name, v, seed, items, a, (REVERSE,) if a.reverse else FOLDS)
             own = v.own_recipe(a)
-            save(key, {"variant": name, "seed": seed, "recipe": {**recipe, **own}, **result})
+            save(key, {"variant": name, "seed": seed, "recipe": {**recipe, **own},
+                       **({"folds": "reverse"} if a.reverse else {}), **result})  # fmt: skip
 
 
 if __name__ == "__main__":
