@@ -571,7 +571,7 @@ def replay_scores(
     )
     threads = torch.get_num_threads()
     sink = RecordingSink()
-    pipeline = build_pipeline(cfg, sink, score_history=None)
+    pipeline = build_pipeline(cfg, sink, score_history=None, live=False)
     for cam in pipeline.cameras:
         cam.detector.trace = []
     try:

@@ -254,8 +254,24 @@ def test_a_missing_camera_is_retried_while_another_keeps_producing(tmp_path: Pat
         return lambda: make_source(str(path), realtime=True, loop=True)
 
     threads = {
-        "a": CaptureThread("a", factory(good), rings["a"], 0.1, (48, 64), stop, max_backoff_s=0.5),
-        "b": CaptureThread("b", factory(late), rings["b"], 0.1, (48, 64), stop, max_backoff_s=0.5),
+        "a": CaptureThread(
+            "a",
+            factory(good),
+            rings["a"],
+            interval_s=0.1,
+            size=(48, 64),
+            stop=stop,
+            max_backoff_s=0.5,
+        ),
+        "b": CaptureThread(
+            "b",
+            factory(late),
+            rings["b"],
+            interval_s=0.1,
+            size=(48, 64),
+            stop=stop,
+            max_backoff_s=0.5,
+        ),
     }
     for th in threads.values():
         th.start()
@@ -285,7 +301,12 @@ def test_a_truncated_file_ends_cleanly() -> None:
     stop = threading.Event()
     ring = FrameRing(16, (48, 64, 3))
     th = CaptureThread(
-        "tree", lambda: make_source(str(tree), realtime=False), ring, 0.1, (48, 64), stop
+        "tree",
+        lambda: make_source(str(tree), realtime=False),
+        ring,
+        interval_s=0.1,
+        size=(48, 64),
+        stop=stop,
     )
     th.start()
     th.join(20)
@@ -331,7 +352,7 @@ def test_replay_of_the_demo_fall_gives_one_start_and_one_end(
     lines_sink = JsonLinesSink(stream=open(tmp_path / "events.jsonl", "w"))  # noqa: SIM115
     recorder = RecordingSink()
     sink = with_snapshots(cfg, TeeSink(lines_sink, recorder))
-    pipeline = build_pipeline(cfg, sink, score_history=None)
+    pipeline = build_pipeline(cfg, sink, score_history=None, live=False)
     replay_files(pipeline)
     events = [e.as_dict() for e in recorder.events]
     kinds = [e["type"] for e in events]
@@ -355,7 +376,7 @@ def test_replay_of_the_slow_lie_down_gives_no_event(
 ) -> None:
     cfg = _config(SHIPPED_MODEL, tmp_path, {"lie": demo_clips["lie_down_demo"]})
     sink = RecordingSink()
-    pipeline = build_pipeline(cfg, sink, score_history=None)
+    pipeline = build_pipeline(cfg, sink, score_history=None, live=False)
     replay_files(pipeline)
     assert list(sink.events) == []
     assert max(pipeline.cameras[0].scores) < DEMO_THRESHOLD
@@ -478,9 +499,9 @@ def test_replay_can_hold_the_last_frame_of_a_clip_cut_short(
     demo_clips: dict[str, Path], tmp_path: Path
 ) -> None:
     cfg = _config(SHIPPED_MODEL, tmp_path, {"fall": demo_clips["fall_demo"]})
-    plain = build_pipeline(cfg, RecordingSink(), score_history=None)
+    plain = build_pipeline(cfg, RecordingSink(), score_history=None, live=False)
     replay_files(plain)
-    held = build_pipeline(cfg, RecordingSink(), score_history=None)
+    held = build_pipeline(cfg, RecordingSink(), score_history=None, live=False)
     replay_files(held, hold_end_s=2.0)
     n = len(plain.cameras[0].scores)
     assert len(held.cameras[0].scores) == n + 20, "2 s more at 100 ms"
@@ -496,7 +517,7 @@ def test_the_batch_wait_ends_when_every_due_camera_has_written(
     from types import SimpleNamespace
 
     cfg = _config(tiny_onnx, tmp_path, {"a": tmp_path / "a.mp4", "b": tmp_path / "b.mp4"})
-    pipeline = build_pipeline(cfg, RecordingSink(), score_history=None)
+    pipeline = build_pipeline(cfg, RecordingSink(), score_history=None, live=False)
     a, b = pipeline.cameras
     for cam in (a, b):
         cam.thread = SimpleNamespace(stats=SimpleNamespace(state="online"))  # type: ignore[assignment]
@@ -625,7 +646,7 @@ def test_a_hyper_volume_model_runs_in_the_daemon_and_raises_the_demo_fall(
     runs = []
     for cfg in (plain, vol):
         sink = RecordingSink()
-        pipeline = build_pipeline(cfg, sink, score_history=None)
+        pipeline = build_pipeline(cfg, sink, score_history=None, live=False)
         assert pipeline.window == (6 if cfg is vol else 3)
         replay_files(pipeline)
         runs.append(([e.type for e in sink.events], list(pipeline.cameras[0].scores)))

@@ -161,8 +161,8 @@ def test_a_capture_thread_that_raises_comes_back(caplog: pytest.LogCaptureFixtur
     stop = threading.Event()
     ring = FrameRing(16, (32, 32, 3))
     thread = CaptureThread(
-        "cam", lambda: _FaultySource(str(video), live=False, loop=True), ring, 0.01,
-        (32, 32), stop, max_backoff_s=0.5,
+        "cam", lambda: _FaultySource(str(video), live=False, loop=True), ring, interval_s=0.01,
+        size=(32, 32), stop=stop, max_backoff_s=0.5,
     )  # fmt: skip
     with caplog.at_level(logging.ERROR):
         thread.start()

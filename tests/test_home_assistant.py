@@ -133,7 +133,7 @@ def test_a_latched_fall_stays_on_while_the_person_is_down(
         _config(tmp_path, demo["fall_demo"], None, loop=False, latch=latch).read_text()
     )
     sink = RecordingSink()
-    replay_files(build_pipeline(cfg, sink, score_history=None))
+    replay_files(build_pipeline(cfg, sink, score_history=None, live=False))
     kinds = [(e.type, e.end_reason) for e in sink.events]
     if latch:  # the person lies still to the clip's end: still on when the replay stops
         assert kinds == [("start", None), ("end", "shutdown")]
@@ -148,7 +148,7 @@ def test_clear_after_s_ends_a_latched_fall(demo: dict[str, Path], tmp_path: Path
         _config(tmp_path, demo["fall_demo"], None, loop=False, clear_after_s=1.0).read_text()
     )
     sink = RecordingSink()
-    replay_files(build_pipeline(cfg, sink, score_history=None))
+    replay_files(build_pipeline(cfg, sink, score_history=None, live=False))
     start, end = sink.events
     assert end.end_reason == "timeout" and 1.0 <= end.time - start.time < 1.5
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import moving_clip
+
 PACKAGE = Path(__file__).resolve().parents[1] / "edge_hf"
 # layer -> layers it must never import
 FORBIDDEN = {
@@ -104,6 +106,42 @@ def test_start_up_loads_the_model_file_once(
     pipeline = build_pipeline(_config(tiny_onnx, tmp_path, {"a": clip, "b": clip}), RecordingSink())
     assert made == [str(tiny_onnx)], "one ONNX Runtime session, no other parse of the file"
     assert pipeline.classifier.contract.window == 3
+
+
+def test_the_composition_root_builds_the_capture_threads(tiny_onnx: Path, tmp_path: Path) -> None:
+    """`build_pipeline` makes every camera's capture thread (keyword arguments, the camera's own
+    crop and the model's size); `Pipeline.start` only starts them; replay builds none."""
+    from edge_hf.daemon.app import build_pipeline
+    from edge_hf.daemon.capture import CaptureThread
+    from edge_hf.daemon.sinks import RecordingSink
+
+    clip = moving_clip()
+    cfg = _config(tiny_onnx, tmp_path, {"a": clip, "b": clip})
+    seen: list[float] = []
+    live = build_pipeline(cfg, RecordingSink(), on_batch=seen.append)
+    threads = [c.thread for c in live.cameras]
+    assert all(isinstance(t, CaptureThread) and not t.is_alive() for t in threads)
+    assert [t.camera for t in threads if t is not None] == ["a", "b"]
+    assert all(t is not None and t.size == live.size for t in threads)
+    assert all(t is not None and t._stop_event is live.stop for t in threads)
+    live.start()
+    try:
+        assert [c.thread for c in live.cameras] == threads, "start() builds nothing new"
+        assert all(t is not None and t.is_alive() for t in threads)
+        deadline = time.monotonic() + 20
+        while not seen and time.monotonic() < deadline:
+            live.process(live._due_windows(), lambda t: t)
+            time.sleep(0.05)
+    finally:
+        live.stop.set()
+        for t in threads:
+            assert t is not None
+            t.join(10)
+    assert seen and all(s > 0 for s in seen), "on_batch was given at build time and called"
+    replay = build_pipeline(cfg, RecordingSink(), live=False)
+    assert all(c.thread is None for c in replay.cameras)
+    with pytest.raises(RuntimeError, match="live=False"):
+        replay.start()
 
 
 SHARED_CAPTURE = Path(__file__).resolve().parents[2] / "shared" / "data" / "capture"

@@ -196,7 +196,7 @@ def _replay(video: Path, tmp_path: Path, decision: str) -> list[str]:
         }
     )
     sink = RecordingSink()
-    pipeline = build_pipeline(cfg, sink, score_history=None)
+    pipeline = build_pipeline(cfg, sink, score_history=None, live=False)
     replay_files(pipeline, hold_end_s=3.0)
     assert pipeline.person is not None and pipeline.person.counters.frames > 10
     return [e.type for e in sink.events]

@@ -1,8 +1,9 @@
 """The daemon's composition root: one place builds every part in dependency order.
 
 config -> classifier (the model file is loaded once; its contract comes from that session) ->
-config checked against the contract -> hyperframe builder -> cameras (ring, detector) -> sinks
-(JSON lines, MQTT) -> Prometheus -> systemd notifier -> pipeline; stopped in reverse (capture,
+config checked against the contract -> hyperframe builder -> cameras (ring, detector, source and
+capture thread) -> sinks (JSON lines, MQTT) -> Prometheus -> systemd notifier -> pipeline, which
+only starts what was built here; stopped in reverse (capture,
 the last windows, open events, sinks, then the metrics endpoint). `check`, `run` and `replay` are
 the daemon's commands; cli.py only parses their arguments.
 """
@@ -15,7 +16,9 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -24,6 +27,7 @@ from edge_hf.core.errors import UserError
 from edge_hf.core.hyperframe import HyperframeBuilder, WindowStacker, use_one_cpu_thread
 from edge_hf.core.runtime import read_contract
 from edge_hf.core.video import VideoError
+from edge_hf.daemon.capture import CaptureThread
 from edge_hf.daemon.classifier import OnnxFallClassifier
 from edge_hf.daemon.config import (
     CameraConfig,
@@ -44,7 +48,7 @@ from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sdnotify import Notifier
 from edge_hf.daemon.sinks import AlertSink, JsonLinesSink, TeeSink
-from edge_hf.daemon.sources import SourceError
+from edge_hf.daemon.sources import SourceError, make_source
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +122,10 @@ def _camera(
     info: ModelInfo,
     wake: threading.Event,
     score_history: int | None,
-    person: PersonStage | None = None,
+    person: PersonStage | None,
+    stop: threading.Event | None,
 ) -> CameraRuntime:
+    """A camera's ring, detector and (`stop` given: live) source and capture thread."""
     interval_s = (cam.interval_ms or contract.interval_ms) / 1000.0
     detection = cfg.detection_for(cam)
     threshold, confirm_s = camera_operating_point(cfg, contract, cam)
@@ -136,10 +142,22 @@ def _camera(
         info,
         decision=cfg.person.decision if person is not None else "cnn",
     )
-    runtime = CameraRuntime(cam, interval_s, ring, detector, deque(maxlen=score_history))
-    if person is not None:
-        runtime.pose_slot = person.slot()
-    return runtime
+    pose_slot = person.slot() if person is not None else None
+    thread = None
+    if stop is not None:
+        source = partial(
+            make_source, cam.source, realtime=cam.realtime, loop=cam.loop,
+            open_timeout_s=cam.open_timeout_s, read_timeout_s=cam.stall_timeout_s,
+            decoder=cam.decoder,
+        )  # fmt: skip
+        thread = CaptureThread(
+            cam.name, source, ring, interval_s=interval_s, size=contract.input_size, stop=stop,
+            stall_timeout_s=cam.stall_timeout_s, crop=cam.crop, resize=contract.resize,
+            pose_slot=pose_slot,
+        )  # fmt: skip
+    return CameraRuntime(
+        cam, interval_s, ring, detector, deque(maxlen=score_history), thread, pose_slot
+    )
 
 
 def operating_point(
@@ -166,12 +184,19 @@ def camera_operating_point(
 def build_pipeline(
     cfg: Config,
     sink: AlertSink,
+    *,
     config_name: str = "config",
     notifier: Notifier | None = None,
     score_history: int | None = LIVE_SCORE_HISTORY,
     stop: threading.Event | None = None,
+    on_batch: Callable[[float], None] | None = None,
+    live: bool = True,
 ) -> Pipeline:
-    """Every part of the daemon from one Config, in dependency order; the model loads once."""
+    """Every part of the daemon from one Config, in dependency order; the model loads once.
+
+    `live`: each camera also gets its source and capture thread (`Pipeline.start` starts them);
+    replay (`edge_hf.daemon.replay`) reads the files itself and builds none. `on_batch` is told
+    each batch's seconds (e.g. the Prometheus inference histogram)."""
     notifier = notifier or Notifier("")
     classifier = OnnxFallClassifier(
         cfg.model.path,
@@ -196,16 +221,18 @@ def build_pipeline(
         use_one_cpu_thread()
     info = ModelInfo(cfg.model.path.name, contract.window, contract.interval_ms)
     wake = threading.Event()
+    stop = stop or threading.Event()
     person = None
     if cfg.person.model is not None:
         person = PersonStage(cfg.person, classifier.providers)
         log.info("person stage: %s at %g Hz, decision %s", cfg.person.model,
                  cfg.person.rate_hz, cfg.person.decision)  # fmt: skip
     cameras = [
-        _camera(cfg, c, contract, info, wake, score_history, person) for c in cfg.enabled_cameras()
+        _camera(cfg, c, contract, info, wake, score_history, person, stop if live else None)
+        for c in cfg.enabled_cameras()
     ]
-    return Pipeline(cfg, classifier, builder, cameras, sink, wake, notifier, stop=stop,
-                    person=person)  # fmt: skip
+    return Pipeline(cfg, classifier, builder, cameras, sink, wake, notifier=notifier,
+                    on_batch=on_batch, stop=stop, person=person)  # fmt: skip
 
 
 def _install_stop_handlers(stop: threading.Event) -> None:
@@ -258,14 +285,17 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
         cfg,
         JournalSink(make_sink(cfg, statuses), OpenEvents(cfg.state_dir / StateFiles.OPEN_EVENTS)),
     )
-    pipeline = build_pipeline(cfg, sink, str(config), notifier, stop=stop)
     metrics = None
     if cfg.metrics.enabled:
         from edge_hf.daemon.prometheus import Metrics
 
         metrics = Metrics()
+    pipeline = build_pipeline(
+        cfg, sink, config_name=str(config), notifier=notifier, stop=stop,
+        on_batch=metrics.inference.observe if metrics is not None else None,
+    )  # fmt: skip
+    if metrics is not None:
         metrics.watch(pipeline.snapshot)
-        pipeline.on_batch = metrics.inference.observe
         try:
             metrics.serve(cfg.metrics.host, cfg.metrics.port)
         except OSError as exc:
@@ -341,7 +371,9 @@ def replay(req: ReplayRequest) -> int:
     cfg = _replay_config(req)
     ensure_state_dir(cfg)
     name = str(req.config) if req.config else "replay"
-    pipeline = build_pipeline(cfg, with_snapshots(cfg, make_sink(cfg)), name, score_history=None)
+    pipeline = build_pipeline(
+        cfg, with_snapshots(cfg, make_sink(cfg)), config_name=name, score_history=None, live=False
+    )
     t0 = time.perf_counter()
     try:
         replay_files(pipeline, req.origin_unix, req.hold_end_s)

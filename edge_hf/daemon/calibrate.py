@@ -165,7 +165,9 @@ def _watch(cfg: Config, camera: str, video: Path | None, minutes: float) -> Pipe
     detector keeping what it was fed."""
     one = _one_camera(cfg, camera, video)
     ensure_state_dir(one)
-    pipeline = build_pipeline(one, RecordingSink(), "calibrate", score_history=None)
+    pipeline = build_pipeline(
+        one, RecordingSink(), config_name="calibrate", score_history=None, live=video is None
+    )
     pipeline.cameras[0].detector.trace = []
     if video is not None:
         try:

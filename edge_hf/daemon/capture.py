@@ -178,6 +178,7 @@ class CaptureThread(threading.Thread):
         name: str,
         make_source: Callable[[], FrameSource],
         ring: FrameRing,
+        *,
         interval_s: float,
         size: tuple[int, int],
         stop: threading.Event,

@@ -18,7 +18,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from edge_hf.core.hyperframe import HyperframeBuilder, WindowStacker
 from edge_hf.daemon.capture import CaptureThread
@@ -29,7 +28,6 @@ from edge_hf.daemon.person import PersonStage, PoseSlot
 from edge_hf.daemon.ring import FrameRing, Window
 from edge_hf.daemon.sdnotify import Notifier, watchdog_interval_s
 from edge_hf.daemon.sinks import AlertSink
-from edge_hf.daemon.sources import make_source
 from edge_hf.daemon.status import CameraSnapshot, Snapshot
 
 log = logging.getLogger(__name__)
@@ -49,7 +47,7 @@ class CameraRuntime:
     detector: FallDetector
     # The newest window scores (a bounded deque live; replay keeps the whole file for its plot).
     scores: deque[float]
-    thread: CaptureThread | None = None
+    thread: CaptureThread | None = None  # built by `app.build_pipeline` (live), None in replay
     pose_slot: PoseSlot | None = None  # the person stage's frames (None: the stage is off)
     last_seq: int = 0
     windows: int = 0
@@ -112,6 +110,7 @@ class Pipeline:
         cameras: list[CameraRuntime],
         sink: AlertSink,
         wake: threading.Event,
+        *,
         notifier: Notifier | None = None,
         on_batch: Callable[[float], None] | None = None,
         stuck_after_s: float = 15.0,
@@ -275,24 +274,16 @@ class Pipeline:
                 self.sink.send(event)
 
     def start(self) -> None:
-        """Open the sink, warm the model up and start one capture thread per camera."""
+        """Open the sink, warm the model up and start the cameras' capture threads."""
+        if any(cam.thread is None for cam in self.cameras):
+            raise RuntimeError("built with live=False (for replay): no capture threads to start")
         self.sink.listen(self.command)
         self.sink.start()
         ms = self.classifier.warm_up()
         log.info("model warm: %.1f ms per window", ms)
         for cam in self.cameras:
-            c = cam.cfg
-
-            def factory(c: CameraConfig = c) -> Any:
-                return make_source(
-                    c.source, c.realtime, c.loop, c.open_timeout_s, c.stall_timeout_s, c.decoder
-                )
-
-            cam.thread = CaptureThread(
-                c.name, factory, cam.ring, cam.interval_s, self.size, self.stop,
-                c.stall_timeout_s, crop=c.crop, resize=self.resize, pose_slot=cam.pose_slot,
-            )  # fmt: skip
-            cam.thread.start()
+            if cam.thread is not None:
+                cam.thread.start()
         # READY once every camera has tried its first open (or after READY_WAIT_S), said by the
         # inference loop: a camera slow to open must not hold up the healthy ones.
         self._ready_by = time.monotonic() + READY_WAIT_S
