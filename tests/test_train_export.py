@@ -427,11 +427,25 @@ def test_backbone_lr_share_zero_trains_the_head_and_inflated_stem_alone(
     opt.step()
     moved = {k for k, v in model.named_parameters() if not torch.equal(v, before[k])}
     assert moved == {"classifier.3.weight", "classifier.3.bias", "features.0.0.weight"}, moved
+    # A hyper-volume: the shared backbone's inflated stem, the 1-D fusion and the head are new.
+    vol = build_model("mobilenet_v3_small", 3, 4, volumes=2, pretrained=None)
+    assert stem_conv(vol, "mobilenet_v3_small") is vol.backbone.features[0][0]
+    fresh = param_groups(vol, "mobilenet_v3_small", 4, 1e-3, 0.1)[0]["params"]
+    new = [
+        *vol.head.parameters(),
+        *vol.fuse.parameters(),
+        *vol.backbone.features[0][0].parameters(),
+    ]
+    assert {id(p) for p in fresh} == {id(p) for p in new}
     run = train(_tiny(synth_small, tmp_path, epochs=1, backbone_lr=0.5))
     _, cfg, _ = load_checkpoint(run.best_checkpoint)
     assert cfg.backbone_lr == 0.5
     with pytest.raises(UserError, match=r"--backbone-lr 2\.0"):
         train(_tiny(synth_small, tmp_path, backbone_lr=2.0))
+    # ... and it trains (the recipe of real-bench's hyper-volume row, tiny).
+    vol_run = train(_tiny(synth_small, tmp_path / "vol", epochs=1, volumes=2, backbone_lr=0.1))
+    _, vol_cfg, _ = load_checkpoint(vol_run.best_checkpoint)
+    assert vol_cfg.volumes == 2
 
 
 def test_static_padding_gives_the_same_model_with_a_simpler_graph(tmp_path: Path) -> None:

@@ -125,8 +125,10 @@ def _first_conv_path(name: str) -> tuple[str, ...]:
 
 
 def stem_conv(model: nn.Module, backbone: str) -> nn.Module:
-    """The first conv of a `build_model` network (the one inflated to 3T channels)."""
-    return model.get_submodule(".".join(_first_conv_path(backbone)))
+    """The first conv of a `build_model` network (the one inflated to 3T channels; a
+    hyper-volume's is its shared backbone's)."""
+    net = model.backbone if isinstance(model, HyperVolume) else model
+    return net.get_submodule(".".join(_first_conv_path(backbone)))
 
 
 def _swap_module(

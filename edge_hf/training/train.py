@@ -33,7 +33,7 @@ from edge_hf.training.data import (
     decode_clips,
     load_clips,
 )
-from edge_hf.training.models import build_model, freeze_batchnorm, stem_conv
+from edge_hf.training.models import HyperVolume, build_model, freeze_batchnorm, stem_conv
 from edge_hf.training.scores import classification_report, predict_clips
 
 log = logging.getLogger(__name__)
@@ -211,6 +211,8 @@ def param_groups(
     stem = stem_conv(model, backbone)
     if isinstance(stem, nn.Conv2d) and stem.in_channels > 3:
         head += list(stem.parameters())
+    if isinstance(model, HyperVolume):  # its 1-D fusion over the hyperframes is new too
+        head += list(model.fuse.parameters())
     ids = {id(p) for p in head}
     rest = [p for p in model.parameters() if id(p) not in ids]
     groups = [{"params": head, "lr": lr}, {"params": rest, "lr": lr * backbone_share}]
