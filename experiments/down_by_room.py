@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import real_benchmark as rb
+import realbench as rb
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     model = rb.fold_model(a)
     items = [it for it in rb.load_items(rb.GMDCSA, rb.ASSIST) if it.fold == a.fold]
-    views = rb._views(items)
+    views = rb.views(items)
     with tempfile.TemporaryDirectory() as state:
         cams = [(name, it.path, it.crop) for it, _, name in views]
         replayed = rb.replay_scores(model, cams, Path(state))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import real_benchmark as rb
+import realbench as rb
 
 from edge_hf.training.quantize import calibration_windows, quantize_int8
 
@@ -35,7 +35,7 @@ def main() -> None:
     items = rb.load_items(rb.GMDCSA, rb.ASSIST)
     clips, vtest_events, vtest_hours, agreement = [], 0, 0.0, []
     for fold in rb.FOLDS:
-        rundir = rb._rundir(out, a.row, a.seed, fold)
+        rundir = rb.fold_dir(out, a.row, a.seed, fold)
         fp32 = rundir / "model.onnx"
         int8 = rundir / "model-int8.onnx"
         if not int8.exists():

@@ -30,7 +30,7 @@ from typing import Any
 
 import cv2
 import numpy as np
-import real_benchmark as rb
+import realbench as rb
 
 from edge_hf.core.hyperframe import nearest_index
 from edge_hf.core.pose import Person, PoseEstimator, features
@@ -44,7 +44,7 @@ NEGATIVES = Path("../shared/data/negatives")
 def camera_list(a: argparse.Namespace) -> list[tuple[str, rb.Item]]:
     """(camera name, item) of every clip view, vtest.avi and the negatives."""
     items = rb.load_items(Path(a.gmdcsa), Path(a.assist))
-    cams = [(name, it) for it, _, name in rb._views(items)]
+    cams = [(name, it) for it, _, name in rb.views(items)]
     cams.append(("V_vtest", rb.Item("V", "vtest", Path(a.vtest).resolve(), "adl", None,
                                     None, None, "")))  # fmt: skip
     with (Path(a.negatives) / "manifest.csv").open(newline="") as fh:

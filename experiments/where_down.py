@@ -17,7 +17,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
-import real_benchmark as rb
+import realbench as rb
 
 from edge_hf.core.hyperframe import frame_indices, stack_frames
 from edge_hf.core.runtime import read_contract

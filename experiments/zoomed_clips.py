@@ -1,4 +1,4 @@
-"""The benchmark's clips as a motion-zoomed camera would see them (`edge_hf.core.zoom`).
+"""The benchmark's clips as a motion-zoomed camera would see them (`realbench.zoom`).
 
 Renders them as the benchmark's row "160px, motion zoom" does (`real_benchmark.zoomed_items`:
 `MotionZoom` sees the frame nearest each sampling tick, every frame is written as the crop
@@ -39,7 +39,7 @@ def contact_sheet(videos: list[Path], path: Path, per_clip: int = 6, height: int
 
 
 def main() -> None:
-    from experiments.real_benchmark import ASSIST, GMDCSA, VTEST, load_items, zoomed_items
+    from experiments.realbench import ASSIST, GMDCSA, VTEST, load_items, zoomed_items
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", required=True)

@@ -10,7 +10,7 @@ import pytest
 
 from edge_hf.daemon.config import DetectionConfig
 from edge_hf.daemon.events import FallDetector, ModelInfo
-from experiments import real_benchmark as rb
+from experiments import realbench as rb
 
 
 def _replayed(name: str, peaks: list[tuple[float, float]]) -> dict[str, Any]:
@@ -87,3 +87,51 @@ def test_rows_fall_into_plot_families_by_their_operating_point_suffixes() -> Non
     for name, v in rb.VARIANTS.items():
         by_family.setdefault(rb.row_family(name)[0], set()).add(v.models or name)
     assert all(len(models) == 1 for models in by_family.values()), by_family
+
+
+def test_the_reverse_fold_tests_every_gmdcsa_clip_on_a_model_that_saw_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#30: trained on ASSIST-IoT and generated clips (falls labelled by their descent), tested
+    on all of GMDCSA24; the leave-one-out folds stay as they were."""
+    monkeypatch.setattr("experiments.realbench.items.SYNTH_CLIPS_PER_CLASS", 2)
+    items = [
+        rb.Item("S1", "a", Path("a.mp4"), "fall", 30.0, 2.0, 6.0, ""),
+        rb.Item("S3", "b", Path("b.mp4"), "adl", 30.0, None, None, ""),
+        rb.Item("A", "c", Path("c.mp4"), "fall", 30.0, 1.0, 1.8, "0,0,10,10"),
+    ]
+    synth = tmp_path / "synth"
+    test, train = rb.split_fold(items, rb.REVERSE, tmp_path)
+    assert [it.clip_id for it in test] == ["a", "b"]
+    assert train[0].clip_id == "c" and {it.fold for it in train[1:]} == {"Y"}
+    generated = train[1:]
+    assert (synth / "manifest.csv").exists() and all(it.path.exists() for it in generated)
+    falls = [it for it in generated if it.label == "fall"]
+    assert falls and len(falls) * 4 == len(generated) - len(falls), "1 fall per 4 other clips"
+    assert all(it.start_s is not None and it.end_s is not None for it in falls)
+    rows = (rb.write_manifest(falls[:1], tmp_path / "m.csv", three_state=True)).read_text()
+    lines = rows.splitlines()[1:]
+    start, end = falls[0].start_s, falls[0].end_s
+    assert any(f",falling,15.0,Y,{start},{end}," in line for line in lines), lines  # the descent
+    assert rb.split_fold(items, "S1", tmp_path) == (items[:1], items[1:])
+
+
+def test_the_cross_source_table_shows_fold_a_and_the_reverse_fold_on_their_own() -> None:
+    def clip(fold: str, label: str, hit: bool) -> dict[str, Any]:
+        return {"fold": fold, "label": label, "detected": hit and label == "fall",
+                "false_events": int(hit and label == "adl")}  # fmt: skip
+
+    loo = [
+        [clip("A", "fall", True), clip("A", "fall", False), clip("A", "adl", True),
+         clip("S1", "fall", True), clip("S1", "adl", True)],
+        [clip("A", "fall", True), clip("A", "fall", True), clip("A", "adl", False),
+         clip("S1", "fall", False), clip("S1", "adl", True)],
+    ]  # fmt: skip
+    runs = {f"r | seed {i}": {"variant": "r", "seed": i, "clips": c} for i, c in enumerate(loo)}
+    runs["r | seed 0 | reverse"] = {
+        "variant": "r", "seed": 0, "folds": "reverse", "falls_detected": 10, "falls": 14,
+        "adl_clips_with_event": 1, "adl_clips": 9, "vtest_false_per_hour": 45.0, "clips": [],
+    }  # fmt: skip
+    row = rb.cross_source_table(runs, ["r", "other"]).splitlines()[2:]
+    assert row == ["| r | 2 | 1.5 ± 0.7 / 2 | 0.5 ± 0.7 / 1 | 1 | 10.0 / 14 | 1.0 / 9 | 45 |"]
+    assert [r["seed"] for r in rb.runs_of(runs, "r")] == [0, 1], "reverse runs kept apart"

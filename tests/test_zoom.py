@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from edge_hf.core.video import VideoError
-from edge_hf.core.zoom import MotionZoom, ZoomSettings, zoom_video
+from experiments.realbench.zoom import MotionZoom, ZoomSettings, zoom_video
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 W, H = 640, 360
