@@ -254,24 +254,16 @@ def test_a_missing_camera_is_retried_while_another_keeps_producing(tmp_path: Pat
         return lambda: make_source(str(path), realtime=True, loop=True)
 
     threads = {
-        "a": CaptureThread(
-            "a",
-            factory(good),
-            rings["a"],
+        name: CaptureThread(
+            name,
+            factory(path),
+            rings[name],
             interval_s=0.1,
             size=(48, 64),
             stop=stop,
             max_backoff_s=0.5,
-        ),
-        "b": CaptureThread(
-            "b",
-            factory(late),
-            rings["b"],
-            interval_s=0.1,
-            size=(48, 64),
-            stop=stop,
-            max_backoff_s=0.5,
-        ),
+        )
+        for name, path in (("a", good), ("b", late))
     }
     for th in threads.values():
         th.start()
