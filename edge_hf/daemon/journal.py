@@ -3,8 +3,10 @@
 `JournalSink` wraps the daemon's sinks: a `start` is written to `state_dir/open-events.json`
 (atomically: temporary file, fsync, rename) before any sink sees it, and removed after its `end`
 went out. A daemon killed mid-fall (kill -9, power cut) leaves the event there; the next start
-ends it (`end_reason: restart`) before anything else is sent, so Home Assistant and every
-subscriber see the fall end and the next real fall is again an off -> on change.
+sends its recorded `start` again and then ends it (`end_reason: restart`) before anything else
+is sent: a kill between the journal and the MQTT outbox cannot lose the alarm itself (delivery
+is at least once: a start that did go out arrives twice, same `event_id`), and Home Assistant
+and every subscriber see the fall end, so the next real fall is again an off -> on change.
 """
 
 from __future__ import annotations
@@ -47,13 +49,15 @@ class OpenEvents:
             except (KeyError, TypeError, ValueError, OverflowError, OSError) as exc:
                 log.warning("%s: skipping an unreadable open event %r (%s)", path, key, exc)
 
-    def leftovers(self) -> list[FallEvent]:
-        """`end` events (reason `restart`) for what an earlier run left open, oldest first."""
+    def leftovers(self) -> list[tuple[FallEvent, FallEvent]]:
+        """(the recorded `start`, its `end` with reason `restart`) of each event an earlier run
+        left open, oldest first."""
         now = time.time()
         return [
-            replace(e, type="end", time=max(now, e.started_at), score=0.0, end_reason="restart")
+            (e, replace(e, type="end", time=max(now, e.started_at), score=0.0,
+                        end_reason="restart"))
             for e in sorted(self._open.values(), key=lambda e: e.started_at)
-        ]
+        ]  # fmt: skip
 
     def record(self, event: FallEvent) -> None:
         """Note a start, forget an end; on disk before returning."""
@@ -105,11 +109,13 @@ class JournalSink(ForwardingSink):
 
     def start(self) -> None:
         self.inner.start()
-        for end in self.journal.leftovers():
+        for start, end in self.journal.leftovers():
             log.warning(
-                "%s: fall event %s was still open when the daemon last stopped: ending it "
-                "(end_reason restart)", end.camera, end.event_id,
+                "%s: fall event %s was still open when the daemon last stopped: sending its "
+                "start again (it may not have reached the outbox) and ending it (end_reason "
+                "restart)", end.camera, end.event_id,
             )  # fmt: skip
+            self.inner.send(start)  # (already in the journal: recorded by the run that died)
             self.send(end)
 
     def send(self, event: FallEvent) -> None:
