@@ -129,9 +129,14 @@ def synth_items(out: Path) -> list[Item]:
     under `out` once; a fall's labelled segment is its descent."""
     manifest = out / "manifest.csv"
     if not manifest.exists():
+        from tqdm import tqdm
+
         from edge_hf.training.synth import generate
 
-        generate(out, SYNTH_CLIPS_PER_CLASS, 15.0, seed=31, classes=SYNTH_CLASSES)
+        total = SYNTH_CLIPS_PER_CLASS * len(SYNTH_CLASSES)
+        with tqdm(total=total, desc="reverse fold: generated clips", unit="clip") as bar:
+            generate(out, SYNTH_CLIPS_PER_CLASS, 15.0, seed=31, classes=SYNTH_CLASSES,
+                     progress=lambda done, _: bar.update(done - bar.n))  # fmt: skip
     with manifest.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     return [
