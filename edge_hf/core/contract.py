@@ -47,6 +47,11 @@ class ModelContract:
     # Each window is also scored mirrored left-right and the probabilities averaged over both
     # views (test-time augmentation inside the ONNX graph): twice the compute per window.
     mirrored: bool = False
+    # "person": trained on person-centred windows (edge_hf.core.personcrop), cut by the rule in
+    # `crop_rule` (JSON of PersonCropRule): the daemon must run the person stage to feed it.
+    # "full" (models without the key): the whole frame.
+    crop: str = "full"
+    crop_rule: str = ""
 
     @property
     def members_note(self) -> str:
@@ -62,6 +67,9 @@ class ModelContract:
             extra["edge_hf.threshold"] = f"{self.threshold:g}"
         if self.confirm_s is not None:
             extra["edge_hf.confirm_s"] = f"{self.confirm_s:g}"
+        if self.crop != "full":
+            extra["edge_hf.crop"] = self.crop
+            extra["edge_hf.crop_rule"] = self.crop_rule
         return extra | {
             "edge_hf.window": str(self.window),
             "edge_hf.interval_ms": f"{self.interval_ms:g}",
@@ -115,6 +123,8 @@ class ModelContract:
                 resize=meta.get("edge_hf.resize", "area"),
                 members=int(meta.get("edge_hf.members", "1")),
                 mirrored=_flag(meta.get("edge_hf.mirrored", "0"), "mirrored"),
+                crop=meta.get("edge_hf.crop", "full"),
+                crop_rule=meta.get("edge_hf.crop_rule", ""),
             )
         except (ValueError, IndexError, TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{source}: bad edge_hf metadata ({exc})") from None
@@ -142,6 +152,13 @@ class ModelContract:
             problems.append(f"confirm_s {self.confirm_s} (0 to 60 s)")
         if self.resize not in RESIZES:
             problems.append(f"resize {self.resize!r} ({' or '.join(RESIZES)})")
+        if self.crop not in ("full", "person"):
+            problems.append(f"crop {self.crop!r} (full or person; a newer edge_hf's model?)")
+        elif self.crop == "person":
+            try:
+                json.loads(self.crop_rule)
+            except json.JSONDecodeError:
+                problems.append(f"crop_rule {self.crop_rule!r} (JSON)")
         if not self.classes or len(set(self.classes)) != len(self.classes):
             problems.append(f"classes {list(self.classes)} (non-empty, unique)")
         if problems:

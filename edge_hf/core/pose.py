@@ -110,6 +110,23 @@ def letterbox(frame_rgb: np.ndarray, side: int = INPUT_SIDE) -> tuple[np.ndarray
     return out, scale
 
 
+def pose_frame(
+    frame_bgr: np.ndarray, crop: tuple[int, int, int, int] | None, side: int
+) -> np.ndarray:
+    """A camera's BGR frame as the pose model is given it: its `crop` (x, y, w, h; the camera's
+    configured view), shrunk so the long side is at most `side`, RGB. The person stage and the
+    boxes training caches (`edge_hf.core.personcrop.clip_boxes`) both use this."""
+    if crop is not None:
+        x, y, w, h = crop
+        frame_bgr = frame_bgr[y : y + h, x : x + w]
+    h, w = frame_bgr.shape[:2]
+    scale = min(1.0, side / max(h, w))
+    if scale < 1.0:
+        size = (max(1, round(w * scale)), max(1, round(h * scale)))
+        frame_bgr = cv2.resize(frame_bgr, size, interpolation=cv2.INTER_AREA)
+    return cv2.cvtColor(frame_bgr, cv2.COLOR_BGR2RGB)
+
+
 class PoseEstimator:
     """MoveNet MultiPose under ONNX Runtime: `people(frame_rgb)` -> the people in it."""
 

@@ -25,6 +25,7 @@ from typing import IO
 from edge_hf.core.contract import ModelContract
 from edge_hf.core.errors import UserError
 from edge_hf.core.hyperframe import HyperframeBuilder, WindowStacker, use_one_cpu_thread
+from edge_hf.core.personcrop import PERSON, PersonCropRule, work_size
 from edge_hf.core.runtime import read_contract
 from edge_hf.core.video import VideoError
 from edge_hf.daemon.capture import CaptureThread
@@ -133,7 +134,9 @@ def _camera(
     # the window's centre frame then travels with the window to the detector and the event.
     samples = contract.window * contract.volumes  # a window's samples (V hyperframes of T)
     evidence = samples + 2 if detection.snapshot else 0
-    ring = FrameRing(max(4 * samples, 16), (*contract.input_size, 3), wake, evidence_slots=evidence)
+    # A person-crop model's frames are kept larger: each window is cut from them (pipeline).
+    frame_size = work_size(contract.input_size) if contract.crop == PERSON else contract.input_size
+    ring = FrameRing(max(4 * samples, 16), (*frame_size, 3), wake, evidence_slots=evidence)
     detector = FallDetector(
         cam.name,
         cfg.device_id,
@@ -151,7 +154,7 @@ def _camera(
             decoder=cam.decoder,
         )  # fmt: skip
         thread = CaptureThread(
-            cam.name, source, ring, interval_s=interval_s, size=contract.input_size, stop=stop,
+            cam.name, source, ring, interval_s=interval_s, size=frame_size, stop=stop,
             stall_timeout_s=cam.stall_timeout_s, crop=cam.crop, resize=contract.resize,
             pose_slot=pose_slot,
         )  # fmt: skip
@@ -224,7 +227,8 @@ def build_pipeline(
     stop = stop or threading.Event()
     person = None
     if cfg.person.model is not None:
-        person = PersonStage(cfg.person, classifier.providers)
+        rule = PersonCropRule.from_json(contract.crop_rule) if contract.crop == PERSON else None
+        person = PersonStage(cfg.person, classifier.providers, crop_rule=rule)
         log.info("person stage: %s at %g Hz, decision %s", cfg.person.model,
                  cfg.person.rate_hz, cfg.person.decision)  # fmt: skip
     cameras = [

@@ -472,6 +472,21 @@ def check_against_model(cfg: Config, contract: Any, source: str = "config") -> N
             f"{source}: model.input_size = {list(cfg.model.input_size)} but {cfg.model.path} "
             f"expects {list(contract.input_size)}"
         )
+    if getattr(contract, "crop", "full") == "person":
+        from edge_hf.core.personcrop import PersonCropRule
+
+        if cfg.person.model is None:
+            raise UserError(
+                f"{source}: {cfg.model.path} was trained on person-centred windows "
+                "(edge_hf.crop: person) and needs the person stage: set person.model "
+                "(models/person-movenet-multipose-lightning.onnx), or use a full-frame model"
+            )
+        rate = PersonCropRule.from_json(contract.crop_rule).rate_hz
+        if abs(cfg.person.rate_hz - rate) > 1e-6:
+            raise UserError(
+                f"{source}: person.rate_hz = {cfg.person.rate_hz:g} but {cfg.model.path} was "
+                f"trained with person boxes at {rate:g} Hz; set person.rate_hz: {rate:g}"
+            )
     for i, cam in enumerate(cfg.cameras):
         if cam.interval_ms is not None and abs(cam.interval_ms - contract.interval_ms) > 1e-6:
             raise UserError(

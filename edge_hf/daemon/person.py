@@ -15,10 +15,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-import cv2
 import numpy as np
 
-from edge_hf.core.pose import PoseEstimator
+from edge_hf.core.personcrop import BoxTrack, PersonCropRule, normalised
+from edge_hf.core.pose import PoseEstimator, pose_frame
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, PoseVerdict
 from edge_hf.core.runtime import Providers
 from edge_hf.daemon.config import PersonConfig
@@ -47,15 +47,7 @@ class PoseSlot:
         if not self.due(t):
             return
         self._next_t = t + self.interval_s
-        if crop is not None:
-            x, y, w, h = crop
-            frame_bgr = frame_bgr[y : y + h, x : x + w]
-        h, w = frame_bgr.shape[:2]
-        scale = min(1.0, self.side / max(h, w))
-        if scale < 1.0:
-            size = (max(1, round(w * scale)), max(1, round(h * scale)))
-            frame_bgr = cv2.resize(frame_bgr, size, interpolation=cv2.INTER_AREA)
-        rgb = cv2.cvtColor(frame_bgr, cv2.COLOR_BGR2RGB)
+        rgb = pose_frame(frame_bgr, crop, self.side)
         with self._lock:
             self._frame = (t, rgb)
 
@@ -79,7 +71,9 @@ class PersonCounters:
 class PersonStage:
     """One pose session for every camera, and each camera's pose rules."""
 
-    def __init__(self, cfg: PersonConfig, providers: Providers) -> None:
+    def __init__(
+        self, cfg: PersonConfig, providers: Providers, crop_rule: PersonCropRule | None = None
+    ) -> None:
         if cfg.model is None:
             raise ValueError("the person stage needs person.model")
         self.cfg = cfg
@@ -88,6 +82,9 @@ class PersonStage:
         self._rules: dict[str, PoseFallRules] = {}
         self.verdicts: dict[str, PoseVerdict] = {}
         self.counters = PersonCounters()
+        # A person-crop model's windows are cut around each camera's recent person boxes.
+        self.crop_rule = crop_rule
+        self.tracks: dict[str, BoxTrack] = {}
 
     @property
     def interval_s(self) -> float:
@@ -105,7 +102,10 @@ class PersonStage:
         t0 = time.perf_counter()
         found = self.estimator.people_batch([frame for _, (_, frame) in taken])
         self.counters.busy_ms += (time.perf_counter() - t0) * 1000
-        for (name, (t, _)), people in zip(taken, found, strict=True):
+        for (name, (t, frame)), people in zip(taken, found, strict=True):
+            if self.crop_rule is not None:
+                track = self.tracks.setdefault(name, BoxTrack(self.crop_rule, keep_s=60.0))
+                track.add(t, normalised([p.box for p in people], frame.shape[:2]))
             rules = self._rules.setdefault(name, PoseFallRules(self.settings))
             verdict = rules.update(t, people)
             self.counters.frames += 1
@@ -114,6 +114,11 @@ class PersonStage:
                 self.counters.falls[name] = self.counters.falls.get(name, 0) + 1
                 log.info("%s: pose rules: fall (%s)", name, ", ".join(sorted(set(verdict.reasons))))
             self.verdicts[name] = verdict
+
+    def boxes_for(self, camera: str, t: float) -> list[tuple[float, float, float, float]]:
+        """The person boxes a window of `camera` whose newest sample is at `t` is cut around."""
+        track = self.tracks.get(camera)
+        return track.boxes_for(t) if track is not None else []
 
     def verdict(self, camera: str) -> PoseVerdict | None:
         """The camera's latest verdict; a `new_fall` is handed out once."""

@@ -19,7 +19,10 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from edge_hf.core.hyperframe import HyperframeBuilder, WindowStacker
+from edge_hf.core.personcrop import crop_box, cut, work_size
 from edge_hf.daemon.capture import CaptureThread
 from edge_hf.daemon.classifier import Classifier
 from edge_hf.daemon.config import CameraConfig, Config
@@ -135,8 +138,12 @@ class Pipeline:
         # the newest V*T samples in time order, stacked on channels like one long hyperframe
         # (block v holds hyperframe v, oldest first: what training's `_stack` builds).
         self.window = classifier.contract.window * classifier.contract.volumes
-        self.size = classifier.contract.input_size
+        self.input_size = classifier.contract.input_size
         self.resize = classifier.contract.resize
+        # The size frames are kept at in the rings (replay resizes to it): the input size, or
+        # for a person-crop model twice it, each window then cut around the people (`_cut`).
+        self.crop_rule = person.crop_rule if person is not None else None
+        self.size = work_size(self.input_size) if self.crop_rule else self.input_size
 
     # ------------------------------------------------------------------ the shared step
 
@@ -152,7 +159,7 @@ class Pipeline:
         for i in range(0, len(due), self.cfg.max_batch):
             chunk = due[i : i + self.cfg.max_batch]
             t0 = time.perf_counter()
-            batch = self.builder.stack_batch([w.frames for _, w in chunk])
+            batch = self.builder.stack_batch([self._frames(cam, w) for cam, w in chunk])
             scores = self.classifier.scores(batch)
             ms = (time.perf_counter() - t0) * 1000
             now = time.monotonic()
@@ -170,6 +177,15 @@ class Pipeline:
                 pose = self.person.verdict(cam.cfg.name) if self.person is not None else None
                 for event in cam.detector.update(score, t, w.frames[mid], down, w.evidence, pose):
                     self.sink.send(event)
+
+    def _frames(self, cam: CameraRuntime, w: Window) -> list[np.ndarray]:
+        """The window's frames as the model takes them: as they are, or (a person-crop model)
+        cut around the people the person stage saw up to the newest sample, one crop for all."""
+        if self.crop_rule is None or self.person is None:
+            return w.frames
+        boxes = self.person.boxes_for(cam.cfg.name, w.times[-1])
+        crop = crop_box(boxes, w.frames[0].shape[:2], self.crop_rule)
+        return cut(w.frames, crop, self.input_size, self.resize)
 
     # ------------------------------------------------------------------ live
 

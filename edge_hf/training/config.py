@@ -67,6 +67,10 @@ class TrainConfig:
     init_from: str | None = None  # an edge_hf checkpoint to start from (its head is replaced)
     select: str = "best"  # "best": best.pt is the best validation epoch; "last": the last epoch
     resize: str = RESIZE  # how frames reach input_size (recorded in the model; see core.video)
+    # "person": windows cut around the people the pose model finds (edge_hf.core.personcrop;
+    # recorded in the model, the daemon then needs its person stage); "full": the whole frame.
+    crop: str = "full"
+    pose_model: str = "models/person-movenet-multipose-lightning.onnx"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
@@ -92,6 +96,8 @@ class TrainConfig:
             raise UserError(f"--backbone {self.backbone!r}: choose from {', '.join(BACKBONES)}")
         if self.resize not in RESIZES:
             raise UserError(f"--resize {self.resize!r}: choose from {', '.join(RESIZES)}")
+        if self.crop not in ("full", "person"):
+            raise UserError(f"--crop {self.crop!r}: choose full or person")
         if self.select not in ("best", "last"):
             raise UserError(f"--select {self.select!r}: choose best or last")
         if not 0.0 <= self.camera_aug <= 1.0:
@@ -131,9 +137,11 @@ class TrainConfig:
         return out
 
     def spec(self) -> WindowSpec:
+        from edge_hf.core.personcrop import PersonCropRule
         from edge_hf.training.data import WindowSpec
 
         return WindowSpec(
             self.window, self.interval_ms / 1000.0, (self.input_size, self.input_size),
             self.volumes, resize=self.resize,
+            person_crop=PersonCropRule() if self.crop == "person" else None,
         )  # fmt: skip

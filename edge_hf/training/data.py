@@ -29,6 +29,7 @@ from edge_hf.core.hyperframe import (
     stack_frames,
     time_shuffle,
 )
+from edge_hf.core.personcrop import BoxTrack, PersonCropRule, clip_boxes, crop_box, cut, work_size
 from edge_hf.core.video import (
     RESIZE,
     Crop,
@@ -144,6 +145,7 @@ class LoadedClip:
     lo_s: float
     hi_s: float
     label: str
+    boxes: BoxTrack | None = None  # the person boxes at each pose tick (person-crop models)
 
     @property
     def n_frames(self) -> int:
@@ -160,8 +162,14 @@ def decode_clips(
     background_gap_s: float = 0.3,
     min_background_s: float = 0.5,
     resize: str = RESIZE,
+    person_crop: PersonCropRule | None = None,
+    pose_model: Path | None = None,
 ) -> list[LoadedClip]:
     """Decode every clip once; skip unreadable ones with a warning, fail if too many are bad.
+
+    With `person_crop`, frames are decoded at `work_size(size)` and each clip gets the person
+    boxes `pose_model` finds at the rule's pose rate (cached beside the frames): windows are then
+    cut around the people (`HyperframeDataset.window_frames`).
 
     With `background_label`, the part of a clip before its labelled segment (minus a gap) becomes
     a second segment with that label: real fall recordings then also teach what standing and
@@ -173,9 +181,22 @@ def decode_clips(
         from tqdm import tqdm
 
         iterator = tqdm(clips, desc="decoding", unit="clip", leave=False)
+    estimator = None
+    if person_crop is not None:
+        from edge_hf.core.pose import POSE_MODEL, PoseEstimator
+
+        estimator = PoseEstimator(pose_model or POSE_MODEL)
+        size = work_size(size)
     for clip in iterator:
+        track = None
         try:
             video = decode_video(clip.path, size, cache_dir, clip.crop, resize)
+            if estimator is not None and person_crop is not None:
+                track = BoxTrack(person_crop)
+                for t, boxes in clip_boxes(
+                    clip.path, clip.crop, estimator, person_crop.rate_hz, cache_dir
+                ):
+                    track.add(t, boxes)
         except (VideoError, OSError) as exc:
             log.warning("skipping %s: %s", clip.path, exc)
             bad.append(clip.path)
@@ -191,10 +212,10 @@ def decode_clips(
         lo, hi = max(0.0, min(lo, duration)), max(0.0, min(hi, duration))
         if hi < lo:
             lo, hi = hi, lo
-        loaded.append(LoadedClip(clip, video, fps, lo, hi, clip.label))
+        loaded.append(LoadedClip(clip, video, fps, lo, hi, clip.label, track))
         before = lo - background_gap_s
         if background_label and clip.label != background_label and before >= min_background_s:
-            loaded.append(LoadedClip(clip, video, fps, 0.0, before, background_label))
+            loaded.append(LoadedClip(clip, video, fps, 0.0, before, background_label, track))
     if len(bad) > max_bad_fraction * max(1, len(clips)):
         raise UserError(
             f"{len(bad)} of {len(clips)} videos could not be read (first: {bad[0]}); "
@@ -216,6 +237,9 @@ class WindowSpec:
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
     resize: str = RESIZE  # how frames are brought to `size` (edge_hf.core.video.RESIZES)
+    # Person-centred windows (edge_hf.core.personcrop): the clips' frames are at work_size(size)
+    # and each window is cut around the people, then brought to `size`.
+    person_crop: PersonCropRule | None = None
 
     def volume_centres(self, centre_s: float) -> list[float]:
         """Centres of the consecutive hyperframes of a hyper-volume, oldest first."""
@@ -315,10 +339,16 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
         """The frames of the (hyper-volume of) window(s) centred at `centre_s`, oldest first."""
         lc, spec = self.clips[clip_index], self.spec
         frames: list[np.ndarray] = []
+        idx: list[int] = []
         for c in spec.volume_centres(centre_s):
             idx = frame_indices(lc.n_frames, lc.fps, c, spec.window, spec.interval_s)
             frames.extend(lc.video.frames[i] for i in idx)
-        return frames
+        if spec.person_crop is None:
+            return frames
+        # One crop for the whole window, around the people seen up to its newest frame.
+        boxes = lc.boxes.boxes_for(idx[-1] / lc.fps) if lc.boxes is not None else []
+        crop = crop_box(boxes, frames[0].shape[:2], spec.person_crop)
+        return cut(frames, crop, spec.size, spec.resize)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int, int]:
         if self.train:

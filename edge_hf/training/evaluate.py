@@ -12,6 +12,7 @@ from torch import nn
 
 from edge_hf.core.contract import INPUT_NAME, OUTPUT_NAME
 from edge_hf.core.errors import UserError
+from edge_hf.core.personcrop import PersonCropRule
 from edge_hf.training.data import HyperframeDataset, WindowSpec, decode_clips, load_clips
 from edge_hf.training.scores import classification_report, pair_scores, predict_clips
 from edge_hf.training.train import load_checkpoint, plot_confusion
@@ -44,8 +45,9 @@ def load_model(path: Path) -> tuple[nn.Module, WindowSpec, list[str], str]:
         m = OnnxClassifier(path)
         c = m.contract
         spec = WindowSpec(
-            c.window, c.interval_ms / 1000.0, c.input_size, c.volumes, c.mean, c.std, c.resize
-        )
+            c.window, c.interval_ms / 1000.0, c.input_size, c.volumes, c.mean, c.std, c.resize,
+            person_crop=PersonCropRule.from_json(c.crop_rule) if c.crop == "person" else None,
+        )  # fmt: skip
         return m, spec, list(c.classes), c.fall_class
     model, cfg, classes = load_checkpoint(path)
     return model, cfg.spec(), classes, cfg.fall_class
@@ -72,8 +74,9 @@ def evaluate(
     if background_label is not None and background_label not in classes:
         raise UserError(f"--background-label {background_label!r}: not among {classes}")
     loaded = decode_clips(
-        clips, spec.size, cache_dir, True, background_label=background_label, resize=spec.resize
-    )
+        clips, spec.size, cache_dir, True, background_label=background_label, resize=spec.resize,
+        person_crop=spec.person_crop,
+    )  # fmt: skip
     ds = HyperframeDataset(loaded, classes, spec, train=False, shuffle_time=shuffle_time)
     pred = predict_clips(model, ds, batch_size)
     report = classification_report(pred.labels, pred.logits.argmax(1), classes, fall_class)

@@ -39,6 +39,8 @@ def contract_from_config(cfg: TrainConfig, classes: list[str]) -> ModelContract:
         backbone=cfg.backbone,
         volumes=cfg.volumes,
         resize=cfg.resize,
+        crop=cfg.crop,
+        crop_rule=spec.person_crop.to_json() if spec.person_crop is not None else "",
     )
 
 

@@ -96,11 +96,13 @@ def load_split(cfg: TrainConfig) -> tuple[list[LoadedClip], list[LoadedClip], li
     bg = cfg.background_label
     if bg is not None and bg not in classes:
         raise UserError(f"--background-label {bg!r} is not among the labels {classes}")
-    return (
-        decode_clips(train_clips, size, cache, True, background_label=bg, resize=cfg.resize),
-        decode_clips(val_clips, size, cache, True, background_label=bg, resize=cfg.resize),
-        classes,
-    )
+    crop, pose = cfg.spec().person_crop, Path(cfg.pose_model)
+
+    def decode(clips: list[Clip]) -> list[LoadedClip]:
+        return decode_clips(clips, size, cache, True, background_label=bg, resize=cfg.resize,
+                            person_crop=crop, pose_model=pose)  # fmt: skip
+
+    return decode(train_clips), decode(val_clips), classes
 
 
 def save_checkpoint(

@@ -14,7 +14,7 @@ from edge_hf.training.export import export_onnx
 from edge_hf.training.train import TrainConfig, train
 
 from .items import FOLDS, REVERSE, Item, split_fold, vtest_negatives, write_manifest, zoomed_items
-from .variants import VARIANTS, Variant
+from .variants import POSE_MODEL, VARIANTS, Variant
 
 log = logging.getLogger("real_benchmark")
 
@@ -99,6 +99,8 @@ def _train_and_export(
         max_offset_steps=variant.offset_steps,
         resize=variant.resize,
         volumes=variant.volumes,
+        crop=variant.crop,
+        pose_model=str(POSE_MODEL),
         **states,  # type: ignore[arg-type]
     )
     export_onnx(train(cfg).best_checkpoint, export, **variant.operating_point())

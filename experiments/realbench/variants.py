@@ -58,6 +58,9 @@ class Variant:
     # MultiPose at 5 Hz and the pose rules beside the row's fold models.
     person: str = ""
     volumes: int = 1  # a hyper-volume: V consecutive hyperframes, one shared backbone, 1-D fusion
+    # "person": person-centred windows (edge_hf.core.personcrop) in training and replay; the
+    # replay then runs the person stage (`person` "cnn" when only its boxes are wanted).
+    crop: str = "full"
 
     def person_config(self) -> dict[str, Any] | None:
         """The row's `person` config section (None: the stage is off)."""
@@ -199,6 +202,22 @@ HYPER_VOLUME_ROWS = {
     ),
 }
 
+# Person-centred hyperframes (#30 item 2): each window's T frames cut by one square crop around
+# the people MoveNet found over the last 0.6 s (margin 30 %, at least half the frame; the whole
+# frame when nobody), from frames kept at twice the input size. Training's boxes come from the
+# same pose model at the same 5 Hz over each clip. In replay the person stage runs for its boxes
+# (`cnn`: its rules raise nothing) and, in the second row, with the shipped `combined` decision.
+PERSON_CROP_ROW = "lite0 T=3 ImageNet falling+down 160px, person-centred"
+
+PERSON_CROP_RECIPE = replace(THREE_STATE, input_size=160, crop="person", person="cnn")
+
+PERSON_CROP_ROWS = {
+    f"{PERSON_CROP_ROW}, confirm 2 s": PERSON_CROP_RECIPE,
+    f"{PERSON_CROP_ROW} + pose rules or pose-confirmed CNN (combined), confirm 2 s": replace(
+        PERSON_CROP_RECIPE, models=f"{PERSON_CROP_ROW}, confirm 2 s", person="combined"
+    ),
+}
+
 VARIANTS: dict[str, Variant] = {
     "lite0 T=3 ImageNet": Variant("efficientnet_lite0", 3, "imagenet"),
     "lite0 T=3 scratch": Variant("efficientnet_lite0", 3, None),
@@ -320,6 +339,7 @@ VARIANTS: dict[str, Variant] = {
     # rules read "down" from the person's own geometry (#30).
     **POSE_ROWS,
     **HYPER_VOLUME_ROWS,
+    **PERSON_CROP_ROWS,
 }
 
 # their first 1.5 s (at most half the segment); ASSIST-IoT's manifest gives the descent itself.

@@ -1,0 +1,192 @@
+"""Person-centred hyperframes: one crop around the people for all T frames of a window.
+
+A person far from the camera is a few pixels tall once the whole frame is squeezed to the
+model's input. A model trained with `crop: person` (its contract, ONNX metadata `edge_hf.crop`)
+sees instead a square cut around the people the person stage found, the same cut for every frame
+of the window, so the descent stays inside it (unlike the motion zoom of the real-footage
+benchmark, which moved mid-fall):
+
+- frames are kept at `WORK_SCALE` times the model's input size (the camera frame, or its
+  configured crop, squeezed by the model's resize rule, exactly as for a full-frame model);
+- the people are the person boxes of the pose ticks in the `lookback_s` before the window's
+  newest sample (or, when none of those found anybody, of the newest tick within `hold_s` that
+  did: a person lying still is often missed for a moment); their union, widened by `margin` of
+  its size on each side, made square and at least `min_fraction` of the frame, kept inside it;
+- nobody found: the whole frame. Several people: the union of their boxes (one window a camera).
+
+Training (`HyperframeDataset`, boxes from `clip_boxes` over each clip at the person stage's rate)
+and the daemon (`Pipeline.process`, boxes from the live person stage) both go through `BoxTrack`,
+`crop_box` and `cut`: one implementation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from edge_hf.core.hyperframe import nearest_index
+from edge_hf.core.pose import PoseEstimator, pose_frame
+from edge_hf.core.video import Crop, VideoError, shrink
+
+log = logging.getLogger(__name__)
+
+FULL, PERSON = "full", "person"
+CROPS = (FULL, PERSON)
+WORK_SCALE = 2  # frames are kept at this multiple of the model's input size
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1 as fractions (0-1) of the frame
+
+
+@dataclass(frozen=True)
+class PersonCropRule:
+    """How a window's crop follows the people (see the module docstring)."""
+
+    margin: float = 0.3
+    min_fraction: float = 0.5
+    lookback_s: float = 0.6
+    hold_s: float = 3.0
+    rate_hz: float = 5.0  # the pose ticks the model was trained with (person.rate_hz)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.min_fraction <= 1.0 or self.margin < 0:
+            raise ValueError(f"min_fraction in (0, 1] and margin >= 0 (got {self})")
+        if self.lookback_s <= 0 or self.hold_s < self.lookback_s or self.rate_hz <= 0:
+            raise ValueError(f"lookback_s > 0, hold_s >= lookback_s, rate_hz > 0 (got {self})")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> PersonCropRule:
+        return cls(**{k: float(v) for k, v in json.loads(text).items()})
+
+
+def work_size(input_size: tuple[int, int]) -> tuple[int, int]:
+    """(H, W) at which a person-crop model's frames are kept before the crop."""
+    return input_size[0] * WORK_SCALE, input_size[1] * WORK_SCALE
+
+
+class BoxTrack:
+    """The person boxes found at each pose tick of one camera (or clip), oldest first."""
+
+    def __init__(self, rule: PersonCropRule, keep_s: float | None = None) -> None:
+        self.rule = rule
+        self.keep_s = keep_s  # forget ticks older than this (None: keep all, a clip's track)
+        self.times: list[float] = []
+        self.boxes: list[list[Box]] = []
+
+    def add(self, t: float, boxes: Sequence[Box]) -> None:
+        if self.times and t < self.times[-1]:
+            raise ValueError(f"pose tick {t} is older than the last one {self.times[-1]}")
+        self.times.append(t)
+        self.boxes.append(list(boxes))
+        if self.keep_s is not None:
+            drop = bisect.bisect_left(self.times, t - self.keep_s)
+            if drop > 64:  # trim now and then, not on every tick
+                del self.times[:drop], self.boxes[:drop]
+
+    def boxes_for(self, t: float) -> list[Box]:
+        """The boxes a window whose newest sample is at `t` is cut around (the rule above)."""
+        end = bisect.bisect_right(self.times, t + 1e-6)
+        start = bisect.bisect_right(self.times, t - self.rule.lookback_s + 1e-6)
+        recent = [b for boxes in self.boxes[start:end] for b in boxes]
+        if recent:
+            return recent
+        for i in range(start - 1, -1, -1):
+            if self.times[i] < t - self.rule.hold_s - 1e-6:
+                break
+            if self.boxes[i]:
+                return list(self.boxes[i])
+        return []
+
+
+def normalised(boxes: Sequence[Box], frame_hw: tuple[int, int]) -> list[Box]:
+    """Pixel boxes of a frame of `frame_hw` as fractions of it, clipped to [0, 1]."""
+    h, w = frame_hw
+
+    def clip(v: float) -> float:
+        return min(1.0, max(0.0, v))
+
+    return [(clip(x0 / w), clip(y0 / h), clip(x1 / w), clip(y1 / h)) for x0, y0, x1, y1 in boxes]
+
+
+def crop_box(boxes: Sequence[Box], frame_hw: tuple[int, int], rule: PersonCropRule) -> Crop | None:
+    """The square crop (x, y, w, h in pixels of a frame of `frame_hw`) around `boxes`; None
+    (the whole frame) when there are none."""
+    if not boxes:
+        return None
+    fh, fw = frame_hw
+    x0 = min(b[0] for b in boxes) * fw
+    y0 = min(b[1] for b in boxes) * fh
+    x1 = max(b[2] for b in boxes) * fw
+    y1 = max(b[3] for b in boxes) * fh
+    side = max(x1 - x0, y1 - y0) * (1 + 2 * rule.margin)
+    side = round(min(min(fh, fw), max(side, rule.min_fraction * min(fh, fw))))
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    x = int(min(max(round(cx - side / 2), 0), fw - side))
+    y = int(min(max(round(cy - side / 2), 0), fh - side))
+    return x, y, side, side
+
+
+def cut(
+    frames: Sequence[np.ndarray], crop: Crop | None, size: tuple[int, int], resize: str
+) -> list[np.ndarray]:
+    """Each frame's `crop` (the whole frame when None) brought to `size` (H, W) by `resize`."""
+    out = []
+    for f in frames:
+        if crop is not None:
+            x, y, w, h = crop
+            f = f[y : y + h, x : x + w]
+        out.append(np.ascontiguousarray(shrink(f, (size[1], size[0]), resize)))
+    return out
+
+
+def clip_boxes(
+    path: Path,
+    crop: Crop | None,
+    estimator: PoseEstimator,
+    rate_hz: float,
+    cache_dir: Path | None = None,
+) -> list[tuple[float, list[Box]]]:
+    """(tick, normalised person boxes) of a video file at `rate_hz` (the frame nearest each tick,
+    the daemon's sampling rule), as the person stage would see them; cached in `cache_dir`."""
+    cached = None
+    if cache_dir is not None:
+        st = path.stat()
+        key = (
+            f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{crop}|{rate_hz:g}|"
+            f"{estimator.path.resolve()}|{estimator.path.stat().st_size}|{estimator.side}"
+        )
+        cached = cache_dir / f"boxes-{hashlib.sha1(key.encode()).hexdigest()[:20]}.json"
+        if cached.exists():
+            return [(t, [tuple(b) for b in boxes]) for t, boxes in json.loads(cached.read_text())]
+    cap = cv2.VideoCapture(str(path))
+    if not cap.isOpened():
+        raise VideoError(f"{path}: OpenCV cannot open it")
+    fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0) or 30.0
+    out: list[tuple[float, list[Box]]] = []
+    k, i = 0, 0
+    try:
+        while True:
+            ok, frame = cap.read()
+            if not ok:
+                break
+            while nearest_index(k / rate_hz, fps, 1 << 40) == i:
+                rgb = pose_frame(frame, crop, estimator.side)
+                people = estimator.people(rgb)
+                out.append((k / rate_hz, normalised([p.box for p in people], rgb.shape[:2])))
+                k += 1
+            i += 1
+    finally:
+        cap.release()
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps(out))
+    return out
