@@ -339,14 +339,16 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
         """The frames of the (hyper-volume of) window(s) centred at `centre_s`, oldest first."""
         lc, spec = self.clips[clip_index], self.spec
         frames: list[np.ndarray] = []
-        idx: list[int] = []
-        for c in spec.volume_centres(centre_s):
+        centres = spec.volume_centres(centre_s)
+        for c in centres:
             idx = frame_indices(lc.n_frames, lc.fps, c, spec.window, spec.interval_s)
             frames.extend(lc.video.frames[i] for i in idx)
         if spec.person_crop is None:
             return frames
-        # One crop for the whole window, around the people seen up to its newest frame.
-        boxes = lc.boxes.boxes_for(idx[-1] / lc.fps) if lc.boxes is not None else []
+        # One crop for the whole window, around the people seen up to its newest sample (the
+        # sample's time, as the daemon's tick: the pose ticks it sees are the daemon's).
+        newest = centres[-1] + (spec.window // 2) * spec.interval_s
+        boxes = lc.boxes.boxes_for(newest) if lc.boxes is not None else []
         crop = crop_box(boxes, frames[0].shape[:2], spec.person_crop)
         return cut(frames, crop, spec.size, spec.resize)
 
