@@ -479,3 +479,34 @@ def test_static_padding_gives_the_same_model_with_a_simpler_graph(tmp_path: Path
     )
     np.testing.assert_allclose(a, b, atol=1e-5)
     assert np.abs(a - a.mean(axis=0)).max() > 1e-4, "the model tells the windows apart"
+
+
+def test_distillation_trains_on_the_teachers_probabilities_and_checks_its_contract(
+    trained: Path, synth_small: Path, tmp_path: Path
+) -> None:
+    from edge_hf.training.train import DistillLoss
+
+    teacher = tmp_path / "teacher.onnx"
+    export_onnx([trained, trained], teacher)  # an ensemble, as the shipped one was
+    cfg = _tiny(synth_small, tmp_path / "student", epochs=1, teacher=str(teacher))
+    _, _, classes = load_checkpoint(trained)
+    loss = DistillLoss(replace(cfg, classes=classes), classes, torch.nn.CrossEntropyLoss())
+    x = torch.randn(4, 9, 64, 64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        teacher_logits = loss.teacher(x)
+    y = teacher_logits.argmax(1)
+    # The teacher's term is zero for a student that is the teacher, and large for one sure of
+    # another class; the labels' term is the usual cross-entropy (weight 1 - 0.5).
+    ce = torch.nn.CrossEntropyLoss()
+
+    def teacher_term(logits: torch.Tensor) -> float:
+        return float(loss(logits, y, x)) - 0.5 * float(ce(logits, y))
+
+    wrong = 8.0 * torch.nn.functional.one_hot((y + 1) % len(classes), len(classes)).float()
+    assert teacher_term(teacher_logits) == pytest.approx(0.0, abs=1e-5)
+    assert teacher_term(wrong) > 1.0
+    result = train(cfg)
+    _, saved, _ = load_checkpoint(result.best_checkpoint)
+    assert saved.teacher == str(teacher), "the card can say what the student was distilled from"
+    with pytest.raises(UserError, match="its input_size"):
+        train(_tiny(synth_small, tmp_path / "bad", epochs=1, input_size=96, teacher=str(teacher)))

@@ -7,6 +7,7 @@ options without loading torch: `edge-hf run` and `check` never import it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edge_hf.core.contract import RESIZE, RESIZES
@@ -70,6 +71,12 @@ class TrainConfig:
     # "person": windows cut around the people the pose model finds (edge_hf.core.personcrop;
     # recorded in the model, the daemon then needs its person stage); "full": the whole frame.
     crop: str = "full"
+    # Distillation: an exported model (e.g. an ensemble, `export` of several checkpoints) whose
+    # probabilities on each training window are a second target, with this weight against the
+    # labels' (1 - weight), both softened by the temperature. Its contract must match.
+    teacher: str | None = None
+    distill_weight: float = 0.5
+    distill_temperature: float = 2.0
     pose_model: str = "models/person-movenet-multipose-lightning.onnx"
 
     @classmethod
@@ -96,6 +103,13 @@ class TrainConfig:
             raise UserError(f"--backbone {self.backbone!r}: choose from {', '.join(BACKBONES)}")
         if self.resize not in RESIZES:
             raise UserError(f"--resize {self.resize!r}: choose from {', '.join(RESIZES)}")
+        if not 0.0 <= self.distill_weight <= 1.0 or self.distill_temperature <= 0:
+            raise UserError(
+                f"--distill-weight {self.distill_weight} (in [0, 1]) / --distill-temperature "
+                f"{self.distill_temperature} (> 0)"
+            )
+        if self.teacher is not None and not Path(self.teacher).is_file():
+            raise UserError(f"--teacher {self.teacher}: no such model file (an exported .onnx)")
         if self.crop not in ("full", "person"):
             raise UserError(f"--crop {self.crop!r}: choose full or person")
         if self.select not in ("best", "last"):

@@ -167,6 +167,41 @@ def _init_from_checkpoint(model: nn.Module, path: Path, cfg: TrainConfig) -> Non
     log.info("initialised %d of %d tensors from %s", len(copied), len(own), path)
 
 
+class DistillLoss(nn.Module):
+    """Cross-entropy on the labels plus the teacher's softened probabilities on the same windows:
+    (1 - w) CE(student, y) + w T^2 KL(teacher_T || student_T) (Hinton et al., 2015). The teacher
+    is an exported model (an ensemble's output is already the log of its mean probability; a
+    log-softmax of it is the same distribution), run by ONNX Runtime on each batch."""
+
+    def __init__(self, cfg: TrainConfig, classes: Sequence[str], labels_loss: nn.Module) -> None:
+        super().__init__()
+        from edge_hf.training.evaluate import OnnxClassifier
+        from edge_hf.training.export import contract_from_config
+
+        assert cfg.teacher is not None
+        self.teacher = OnnxClassifier(Path(cfg.teacher))
+        mine, theirs = contract_from_config(cfg, list(classes)), self.teacher.contract
+        for key in ("window", "interval_ms", "input_size", "classes", "volumes", "mean", "std",
+                    "resize", "crop"):  # fmt: skip
+            if getattr(mine, key) != getattr(theirs, key):
+                raise UserError(
+                    f"--teacher {cfg.teacher}: its {key} {getattr(theirs, key)!r} differs from "
+                    f"this training's {getattr(mine, key)!r}; distil from a model of the same "
+                    "contract"
+                )
+        self.labels_loss = labels_loss
+        self.weight, self.temperature = cfg.distill_weight, cfg.distill_temperature
+
+    def forward(self, logits: torch.Tensor, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        t = self.temperature
+        with torch.no_grad():
+            target = torch.log_softmax(self.teacher(x.cpu()).to(logits.device) / t, dim=1)
+        kl = nn.functional.kl_div(
+            torch.log_softmax(logits / t, dim=1), target, log_target=True, reduction="batchmean"
+        )
+        return (1 - self.weight) * self.labels_loss(logits, y) + self.weight * t * t * kl
+
+
 def _run_epoch(
     model: nn.Module,
     loader: DataLoader[tuple[torch.Tensor, int, int]],
@@ -186,7 +221,8 @@ def _run_epoch(
     bar = tqdm(loader, desc=desc, unit="batch", leave=False)
     for x, y, _ in bar:
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        loss = loss_fn(model(x), y)
+        logits = model(x)
+        loss = loss_fn(logits, y, x) if isinstance(loss_fn, DistillLoss) else loss_fn(logits, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -331,7 +367,11 @@ def train(cfg: TrainConfig) -> TrainResult:
     sched = torch.optim.lr_scheduler.OneCycleLR(
         opt, max_lr=[g["lr"] for g in groups], total_steps=steps, pct_start=0.15
     )
-    loss_fn = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
+    loss_fn: nn.Module = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
+    if cfg.teacher:
+        loss_fn = DistillLoss(cfg, classes, loss_fn)
+        log.info("distilling from %s (weight %g, temperature %g)", cfg.teacher,
+                 cfg.distill_weight, cfg.distill_temperature)  # fmt: skip
     log.info(
         "training %s T=%d on %d clips (%d windows/epoch), validating on %d clips, classes %s",
         cfg.backbone,

@@ -73,7 +73,7 @@ def fold_dir(out: Path, name: str, seed: int, fold: str) -> Path:
 
 def _train_and_export(
     variant: Variant, a: argparse.Namespace, train_items: list[Item], val_items: list[Item],
-    seed: int, rundir: Path, export: Path,
+    seed: int, rundir: Path, export: Path, teacher: Path | None = None,
 ) -> None:  # fmt: skip
     """Train the variant's recipe on `train_items` (watching `val_items`) and export ONNX."""
     states = (
@@ -101,6 +101,7 @@ def _train_and_export(
         volumes=variant.volumes,
         crop=variant.crop,
         pose_model=str(POSE_MODEL),
+        teacher=str(teacher) if teacher is not None else None,
         **states,  # type: ignore[arg-type]
     )
     export_onnx(train(cfg).best_checkpoint, export, **variant.operating_point())
@@ -126,11 +127,16 @@ def ensure_fold_model(
             members, rundir / "model.onnx", mirrored=variant.mirrored, **variant.operating_point()
         )
         return rundir
+    teacher = None
+    if variant.teacher:
+        teacher_row = VARIANTS[variant.teacher]
+        teacher = ensure_fold_model(variant.teacher, teacher_row, seed, fold, items, a)
+        teacher /= "model.onnx"
     items, vtest = row_inputs(variant, items, a)
     test, rest = split_fold(items, fold, Path(a.out))
     if variant.vtest_negatives:
         rest += vtest_negatives(vtest)
-    _train_and_export(variant, a, rest, test, seed, rundir, rundir / "model.onnx")
+    _train_and_export(variant, a, rest, test, seed, rundir, rundir / "model.onnx", teacher)
     log.info("%s seed %d fold %s: %.0f s", name, seed, fold, time.perf_counter() - t0)
     return rundir
 
@@ -142,7 +148,13 @@ def train_final(name: str, items: list[Item], a: argparse.Namespace, export: Pat
     items, vtest = row_inputs(variant, items, a)
     train_items = items + (vtest_negatives(vtest) if variant.vtest_negatives else [])
     if variant.members == 1:
-        _train_and_export(variant, a, train_items, items, 0, Path(a.out) / "final", export)
+        teacher = None
+        if variant.teacher:  # the teacher row's own shipped-style model, on every clip too
+            teacher = Path(a.out) / "final" / "teacher.onnx"
+            if not teacher.exists():
+                train_final(variant.teacher, items, a, teacher)
+        rundir = Path(a.out) / "final" / ("student" if teacher else "")
+        _train_and_export(variant, a, train_items, items, 0, rundir, export, teacher)
         return export
     members = []
     for i in range(variant.members):

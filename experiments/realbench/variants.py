@@ -61,6 +61,9 @@ class Variant:
     # "person": person-centred windows (edge_hf.core.personcrop) in training and replay; the
     # replay then runs the person stage (`person` "cnn" when only its boxes are wanted).
     crop: str = "full"
+    # Distillation (#33): the row whose fold model of the same seed and fold (trained first where
+    # missing) is the teacher (TrainConfig.teacher); "" none.
+    teacher: str = ""
 
     def person_config(self) -> dict[str, Any] | None:
         """The row's `person` config section (None: the stage is off)."""
@@ -218,6 +221,21 @@ PERSON_CROP_ROWS = {
     ),
 }
 
+# One network instead of three (#33 item 2): the 160 px recipe trained on the labels and on the
+# 3-seed ensemble's probabilities on the same windows (weight 0.5, temperature 2). Its seed k
+# distils the ensemble row's seed k (members: the 160 px row's seeds 3k .. 3k + 2) and starts
+# from seed k's random draws: paired with the ensemble and with one network of seed k.
+DISTILLED_ROW = "lite0 T=3 ImageNet falling+down 160px, distilled from the 3-seed ensemble"
+
+DISTILLED_RECIPE = replace(THREE_STATE, input_size=160, teacher=f"{ENSEMBLE_ROW}, confirm 2 s")
+
+DISTILLED_ROWS = {
+    f"{DISTILLED_ROW}, confirm 2 s": DISTILLED_RECIPE,
+    f"{DISTILLED_ROW} + pose rules or pose-confirmed CNN (combined), confirm 2 s": replace(
+        DISTILLED_RECIPE, models=f"{DISTILLED_ROW}, confirm 2 s", person="combined"
+    ),
+}
+
 VARIANTS: dict[str, Variant] = {
     "lite0 T=3 ImageNet": Variant("efficientnet_lite0", 3, "imagenet"),
     "lite0 T=3 scratch": Variant("efficientnet_lite0", 3, None),
@@ -340,6 +358,7 @@ VARIANTS: dict[str, Variant] = {
     **POSE_ROWS,
     **HYPER_VOLUME_ROWS,
     **PERSON_CROP_ROWS,
+    **DISTILLED_ROWS,
 }
 
 # their first 1.5 s (at most half the segment); ASSIST-IoT's manifest gives the descent itself.
