@@ -196,8 +196,19 @@ def test_a_capacity_run_with_the_person_stage_counts_pose_frames(
     pose = (
         Path(__file__).resolve().parents[1] / "models" / "person-movenet-multipose-lightning.onnx"
     )
-    r = run_cameras(SHIPPED_MODEL, fall_clip, 1, 2.0, "batched", tmp_path, person=pose)
-    assert r["pose_ms_per_frame"] is not None and r["pose_ms_per_frame"] > 0
-    assert r["latency_p99_ms"] is not None
+    for threaded in (True, False):  # the stage's own thread (the daemon's way), the loop's
+        r = run_cameras(SHIPPED_MODEL, fall_clip, 1, 2.0, "batched", tmp_path, pose, threaded)
+        assert r["pose_ms_per_frame"] is not None and r["pose_ms_per_frame"] > 0
+        assert r["latency_p99_ms"] is not None and r["person_threaded"] is threaded
+        # 5 pose frames a camera-second, counted over the timed run only
+        assert (
+            r["expected_pose_frames"] == round(5 * r["seconds"])
+            or abs(r["expected_pose_frames"] - 5 * r["seconds"]) <= 1
+        )
+        assert (
+            0.5 * r["expected_pose_frames"]
+            <= r["pose_frames"]
+            <= 1.2 * r["expected_pose_frames"] + 1
+        )
     plain = run_cameras(SHIPPED_MODEL, fall_clip, 1, 2.0, "batched", tmp_path)
-    assert plain["pose_ms_per_frame"] is None
+    assert plain["pose_ms_per_frame"] is None and plain["pose_frames"] is None

@@ -163,10 +163,15 @@ def run_bench(
             # stage (MoveNet at 5 Hz a camera), side by side in the same run.
             if real_model is not None and real_model.is_file():
                 real = with_resize(real_model, work / "capacity-real.onnx", RESIZE)
-                for pose in (None, pose_model):
+                # The person stage in its own thread (the daemon's way since 2026-12-06) and,
+                # for comparison, in the inference loop (the way before).
+                runs = [(None, True), (pose_model, True), (pose_model, False)]
+                for pose, threaded in runs:
                     if pose is not None and not pose.is_file():
                         continue
-                    label = f"{real_model.name}" + (" + person stage 5 Hz" if pose else "")
+                    where = "" if threaded else ", in the inference loop"
+                    person = "" if pose is None else f" + person stage 5 Hz{where}"
+                    label = f"{real_model.name}{person}"
                     res["capacity"].append(
                         capacity(
                             real,
@@ -177,6 +182,7 @@ def run_bench(
                             progress=_say,
                             person=pose,
                             label=label,
+                            person_threaded=threaded,
                         )
                     )
         if "latency" in sections:
@@ -435,7 +441,8 @@ def markdown(res: dict[str, Any]) -> str:
             "",
             f"File cameras in real time ({res['camera_video']}, looping), a window "
             "every 100 ms each. Sustained = no skipped window, no dropped frame, >= 90 % of the "
-            "expected windows. CPU = cores the process used during the run (of "
+            "expected windows (with the person stage: also >= 90 % of its pose frames, 5 a "
+            "camera-second; pose = done/expected). CPU = cores the process used during the run (of "
             f"{m['cores']}): a level that fails near {m['cores']} is bound by the CPU. Busy = "
             "share of the run the inference loop spent stacking and classifying (summed over "
             "the pipelines of the per-camera layout): near 1, the one inference thread of the "
@@ -450,8 +457,10 @@ def markdown(res: dict[str, Any]) -> str:
             runs = "; ".join(
                 f"{r['cameras']}: {r['windows']}/{r['expected_windows']}, {r['skipped']}, "
                 f"{r.get('cpu_cores', '-')}, {r.get('inference_busy', '-')}"
+                + (f", pose {r['pose_frames']}/{r['expected_pose_frames']}"
+                   if r.get("pose_frames") is not None else "")
                 for r in c["runs"]
-            )
+            )  # fmt: skip
             layout = "batched, one session" if c["mode"] == "batched" else "one session per camera"
             at = [r for r in c["runs"] if r["cameras"] == c["max_cameras"] and r["sustained"]]
             p99 = at[-1].get("latency_p99_ms", "-") if at else "-"

@@ -2,10 +2,14 @@
 rules per camera, and what they say handed to the camera's detector.
 
 A capture thread (or replay) offers every sampled frame to its camera's `PoseSlot`; the slot keeps
-one, scaled for the pose model, once per `1 / rate_hz`. The inference loop calls
-`PersonStage.step` before deciding on a batch: the cameras with a new pose frame go through the
-one pose session (one after another: the graph takes one frame a run), and each camera's latest
-`PoseVerdict` stays until its next pose frame.
+one, scaled for the pose model, once per `1 / rate_hz`. `PersonStage.step` takes the cameras'
+new pose frames through the one pose session (one after another: the graph takes one frame a
+run), and each camera's latest `PoseVerdict` (and person boxes) stays until its next pose frame.
+
+Live, `step` runs in the stage's own thread (`start`), beside the inference loop: the pose model
+and the classifier then use both cores at once instead of taking turns in one thread (`make
+bench`'s capacity section measures both ways). Replay calls `step` itself before each window, so
+a file gives the same events every run.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edge_hf.core.personcrop import BoxTrack, PersonCropRule, normalised
-from edge_hf.core.pose import PoseEstimator, pose_frame
+from edge_hf.core.pose import Person, PoseEstimator, pose_frame
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, PoseVerdict
 from edge_hf.core.runtime import Providers
 from edge_hf.daemon.config import PersonConfig
@@ -30,8 +34,9 @@ class PoseSlot:
     """The newest frame for the pose model of one camera: written by its capture thread every
     `interval_s`, taken by the inference loop (a lock: one small frame a few times a second)."""
 
-    def __init__(self, interval_s: float, side: int) -> None:
+    def __init__(self, interval_s: float, side: int, wake: threading.Event | None = None) -> None:
         self.interval_s, self.side = interval_s, side
+        self.wake = wake  # set when a frame is kept (the person stage's thread waits on it)
         self._lock = threading.Lock()
         self._frame: tuple[float, np.ndarray] | None = None
         self._next_t = float("-inf")
@@ -50,6 +55,8 @@ class PoseSlot:
         rgb = pose_frame(frame_bgr, crop, self.side)
         with self._lock:
             self._frame = (t, rgb)
+        if self.wake is not None:
+            self.wake.set()
 
     def take(self) -> tuple[float, np.ndarray] | None:
         """The newest frame not yet taken (its sample time, RGB), or None."""
@@ -85,6 +92,11 @@ class PersonStage:
         # A person-crop model's windows are cut around each camera's recent person boxes.
         self.crop_rule = crop_rule
         self.tracks: dict[str, BoxTrack] = {}
+        # Verdicts, tracks and counters are read by the inference loop while the stage's thread
+        # writes them: one lock (held for bookkeeping only, never around the pose model).
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
 
     @property
     def interval_s(self) -> float:
@@ -92,7 +104,30 @@ class PersonStage:
 
     def slot(self) -> PoseSlot:
         """A new camera's slot."""
-        return PoseSlot(self.interval_s, self.cfg.side)
+        return PoseSlot(self.interval_s, self.cfg.side, self._wake)
+
+    @property
+    def threaded(self) -> bool:
+        """Whether the stage runs in its own thread (live): the inference loop then never calls
+        `step`."""
+        return self._thread is not None
+
+    def start(self, slots: dict[str, PoseSlot], stop: threading.Event) -> None:
+        """Run `step` in the stage's own thread whenever a camera's slot has a new frame, until
+        `stop` is set."""
+
+        def loop() -> None:
+            while not stop.is_set():
+                if self._wake.wait(0.5):
+                    self._wake.clear()
+                    self.step(slots)
+
+        self._thread = threading.Thread(target=loop, name="person-stage", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout_s: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout_s)
 
     def step(self, slots: dict[str, PoseSlot]) -> None:
         """Run the pose model on every camera's new frame and update that camera's verdict."""
@@ -101,28 +136,34 @@ class PersonStage:
             return
         t0 = time.perf_counter()
         found = self.estimator.people_batch([frame for _, (_, frame) in taken])
-        self.counters.busy_ms += (time.perf_counter() - t0) * 1000
-        for (name, (t, frame)), people in zip(taken, found, strict=True):
-            if self.crop_rule is not None:
-                track = self.tracks.setdefault(name, BoxTrack(self.crop_rule, keep_s=60.0))
-                track.add(t, normalised([p.box for p in people], frame.shape[:2]))
-            rules = self._rules.setdefault(name, PoseFallRules(self.settings))
-            verdict = rules.update(t, people)
-            self.counters.frames += 1
-            self.counters.found += bool(people)
-            if verdict.new_fall:
-                self.counters.falls[name] = self.counters.falls.get(name, 0) + 1
-                log.info("%s: pose rules: fall (%s)", name, ", ".join(sorted(set(verdict.reasons))))
-            self.verdicts[name] = verdict
+        with self._lock:
+            self.counters.busy_ms += (time.perf_counter() - t0) * 1000
+            for (name, (t, frame)), people in zip(taken, found, strict=True):
+                self._update(name, t, frame.shape[:2], people)
+
+    def _update(self, name: str, t: float, frame_hw: tuple[int, int], people: list[Person]) -> None:
+        if self.crop_rule is not None:
+            track = self.tracks.setdefault(name, BoxTrack(self.crop_rule, keep_s=60.0))
+            track.add(t, normalised([p.box for p in people], frame_hw))
+        rules = self._rules.setdefault(name, PoseFallRules(self.settings))
+        verdict = rules.update(t, people)
+        self.counters.frames += 1
+        self.counters.found += bool(people)
+        if verdict.new_fall:
+            self.counters.falls[name] = self.counters.falls.get(name, 0) + 1
+            log.info("%s: pose rules: fall (%s)", name, ", ".join(sorted(set(verdict.reasons))))
+        self.verdicts[name] = verdict
 
     def boxes_for(self, camera: str, t: float) -> list[tuple[float, float, float, float]]:
         """The person boxes a window of `camera` whose newest sample is at `t` is cut around."""
-        track = self.tracks.get(camera)
-        return track.boxes_for(t) if track is not None else []
+        with self._lock:
+            track = self.tracks.get(camera)
+            return track.boxes_for(t) if track is not None else []
 
     def verdict(self, camera: str) -> PoseVerdict | None:
         """The camera's latest verdict; a `new_fall` is handed out once."""
-        v = self.verdicts.get(camera)
-        if v is not None and v.new_fall:
-            self.verdicts[camera] = PoseVerdict(v.down, v.fall, v.reasons)
-        return v
+        with self._lock:
+            v = self.verdicts.get(camera)
+            if v is not None and v.new_fall:
+                self.verdicts[camera] = PoseVerdict(v.down, v.fall, v.reasons)
+            return v

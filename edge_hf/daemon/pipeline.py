@@ -144,6 +144,9 @@ class Pipeline:
         # for a person-crop model twice it, each window then cut around the people (`_cut`).
         self.crop_rule = person.crop_rule if person is not None else None
         self.size = work_size(self.input_size) if self.crop_rule else self.input_size
+        # Live, the person stage runs in its own thread (False: in this loop before each batch,
+        # as replay runs it; `make bench` measures both).
+        self.person_threaded = True
 
     # ------------------------------------------------------------------ the shared step
 
@@ -154,7 +157,7 @@ class Pipeline:
         live: bool = True,
     ) -> None:
         """Classify the windows in batches and let each camera's detector decide."""
-        if self.person is not None:
+        if self.person is not None and not self.person.threaded:
             self.person.step({c.cfg.name: c.pose_slot for c, _ in due if c.pose_slot is not None})
         for i in range(0, len(due), self.cfg.max_batch):
             chunk = due[i : i + self.cfg.max_batch]
@@ -300,6 +303,12 @@ class Pipeline:
         for cam in self.cameras:
             if cam.thread is not None:
                 cam.thread.start()
+        # The person stage in its own thread, beside this loop (both cores busy at once); a
+        # person-crop model's windows wait for their own tick's boxes instead, in this loop,
+        # as in training (`process` then runs the stage before each batch).
+        if self.person is not None and self.crop_rule is None and self.person_threaded:
+            slots = {c.cfg.name: c.pose_slot for c in self.cameras if c.pose_slot is not None}
+            self.person.start(slots, self.stop)
         # READY once every camera has tried its first open (or after READY_WAIT_S), said by the
         # inference loop: a camera slow to open must not hold up the healthy ones.
         self._ready_by = time.monotonic() + READY_WAIT_S
@@ -387,6 +396,8 @@ class Pipeline:
         for cam in self.cameras:
             if cam.thread is not None:
                 cam.thread.join(max(0.0, deadline - time.monotonic()))
+        if self.person is not None:
+            self.person.join(max(0.0, deadline - time.monotonic()))
         due = self._due_windows()
         if due and time.monotonic() < deadline:
             self.process(due, _same)
