@@ -201,10 +201,7 @@ def test_a_capacity_run_with_the_person_stage_counts_pose_frames(
         assert r["pose_ms_per_frame"] is not None and r["pose_ms_per_frame"] > 0
         assert r["latency_p99_ms"] is not None and r["person_threaded"] is threaded
         # 5 pose frames a camera-second, counted over the timed run only
-        assert (
-            r["expected_pose_frames"] == round(5 * r["seconds"])
-            or abs(r["expected_pose_frames"] - 5 * r["seconds"]) <= 1
-        )
+        assert abs(r["expected_pose_frames"] - 5 * r["seconds"]) <= 1
         assert (
             0.5 * r["expected_pose_frames"]
             <= r["pose_frames"]
