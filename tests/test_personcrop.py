@@ -159,3 +159,14 @@ def test_training_and_the_daemon_cut_the_same_windows_on_a_real_clip(
         )
         whole += np.array_equal(frames[-1], full[0])
     assert whole < 0.5 * len(seen), "most windows of this clip are cut around the person"
+
+
+def test_the_model_card_says_the_daemon_needs_the_person_stage(
+    person_crop_model: Path, tmp_path: Path
+) -> None:
+    from edge_hf.training.card import write_card
+
+    card = write_card(
+        person_crop_model, tmp_path / "pc.md", "edge-hf train --crop person", "", None, ""
+    )
+    assert "edge_hf.crop: person" in card and "person.model" in card

@@ -53,6 +53,11 @@ def write_card(
     c = read_contract(model)
     lat = cpu_latency_ms(model)
     size_mb = model.stat().st_size / 1e6
+    crop_note = (
+        [f"- person-centred windows (`edge_hf.crop: person`, rule {c.crop_rule}): the daemon "
+         "needs its person stage (`person.model`) to run it"]
+        if c.crop == "person" else []
+    )  # fmt: skip
     lines = [
         f"# {model.name}",
         "",
@@ -63,6 +68,7 @@ def write_card(
         + (f", down class: `{c.down_class}`)" if c.down_class else ")"),
         f"- normalisation: mean {list(c.mean)}, std {list(c.std)} (0-1 scale), channel order "
         f"`{c.channel_order}`; frames resized by the `{c.resize}` rule (the daemon uses the same)",
+        *crop_note,
         f"- file: {size_mb:.1f} MB ONNX (opset 17, dynamic batch, input `hyperframe` "
         "[N, 3T, H, W], output `logits` [N, C])",
         "",
