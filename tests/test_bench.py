@@ -209,3 +209,19 @@ def test_a_capacity_run_with_the_person_stage_counts_pose_frames(
         )
     plain = run_cameras(SHIPPED_MODEL, fall_clip, 1, 2.0, "batched", tmp_path)
     assert plain["pose_ms_per_frame"] is None and plain["pose_frames"] is None
+
+
+def test_the_graph_section_counts_nodes_of_one_network_and_the_ensemble(tmp_path: Path) -> None:
+    from edge_hf.bench.graph import GRAPHS, markdown, one_vs_three
+
+    r = one_vs_three(tmp_path, repeats=1, size=64)
+    n = r["nodes"]
+    assert n["one, static"]["Shape"] == 0 and n["one, run-time padding"]["Shape"] > 0
+    assert n["three, static"]["Conv"] == 3 * n["one, static"]["Conv"]
+    assert n["three, static"]["total"] < n["three, run-time padding"]["total"]
+    assert set(r["ms_per_window"]) == {
+        "batch 1, 1 thread", "batch 8, 1 thread", "batch 1, all cores", "batch 8, all cores",
+    }  # fmt: skip
+    assert all(set(t) == set(GRAPHS) and min(t.values()) > 0 for t in r["ms_per_window"].values())
+    md = "\n".join(markdown(r))
+    assert all(f"| {g} | {n[g]['total']} |" in md for g in GRAPHS)

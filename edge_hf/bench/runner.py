@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from edge_hf.bench.capture import capture_costs, interleaved_ms, model_effect, score_effect
+from edge_hf.bench.graph import markdown as graph_markdown
+from edge_hf.bench.graph import one_vs_three
 from edge_hf.bench.live import capacity, soak
 from edge_hf.bench.prep import copy_bandwidth_gbs, inference_rows, prep_rows
 from edge_hf.core.errors import UserError
@@ -24,7 +26,7 @@ from edge_hf.core.video import RESIZE
 
 log = logging.getLogger(__name__)
 
-SECTIONS = ("prep", "inference", "capture", "int8", "capacity", "latency")
+SECTIONS = ("prep", "inference", "graph", "capture", "int8", "capacity", "latency")
 SCORE_MODEL = Path("models/fall-real-efficientnet_lite0-t3.onnx")  # a model trained on real footage
 SCORE_DATA = Path("../shared/data/gmdcsa24")  # real clips for the score effect of the resize
 REAL_MODEL = SCORE_MODEL  # the pipeline people deploy: its capacity beside the demo model's
@@ -108,6 +110,11 @@ def run_bench(
             _say(f"inference ({contract.backbone}: ONNX Runtime vs PyTorch eager vs FLOP floor)")
             rows, rates = inference_rows(contract, (1, 3), (1,) if quick else (1, 8), repeats)
             res["inference"], res["matmul"] = rows, rates
+        if "graph" in sections:
+            _say("one network vs the three-network ensemble, static vs run-time padding")
+            res["graph"] = one_vs_three(
+                work / "graph", 3 if quick else repeats, size=64 if quick else 160
+            )
         clip = video
         if clip is None and {"capture", "capacity", "latency"} & set(sections):
             from edge_hf.training.synth import write_demo_clips
@@ -409,6 +416,8 @@ def markdown(res: dict[str, Any]) -> str:
                 "with the rule it runs.",
                 "",
             ]
+    if "graph" in res:
+        lines += graph_markdown(res["graph"])
     if "int8" in res:
         q = res["int8"]
         s = q["scores"]
