@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from edge_hf.core.contract import ModelContract, read_metadata
 from edge_hf.core.errors import UserError
@@ -170,3 +172,27 @@ def test_the_model_card_says_the_daemon_needs_the_person_stage(
         person_crop_model, tmp_path / "pc.md", "edge-hf train --crop person", "", None, ""
     )
     assert "edge_hf.crop: person" in card and "person.model" in card
+
+
+_FRACTION = st.floats(0.0, 1.0, allow_nan=False)
+
+
+@given(
+    boxes=st.lists(st.tuples(_FRACTION, _FRACTION, _FRACTION, _FRACTION), min_size=1, max_size=6),
+    h=st.integers(32, 1080),
+    w=st.integers(32, 1920),
+)
+def test_any_crop_is_a_square_inside_the_frame_holding_every_box(
+    boxes: list[tuple[float, float, float, float]], h: int, w: int
+) -> None:
+    boxes = [(min(a, c), min(b, d), max(a, c), max(b, d)) for a, b, c, d in boxes]
+    crop = crop_box(boxes, (h, w), RULE)
+    assert crop is not None
+    x, y, cw, ch = crop
+    assert cw == ch and x >= 0 and y >= 0 and x + cw <= w and y + ch <= h
+    assert cw >= min(round(RULE.min_fraction * min(h, w)), min(h, w))
+    # Every box's centre lies inside the crop unless the union is wider than the frame allows.
+    ux0, uy0 = min(b[0] for b in boxes) * w, min(b[1] for b in boxes) * h
+    ux1, uy1 = max(b[2] for b in boxes) * w, max(b[3] for b in boxes) * h
+    if max(ux1 - ux0, uy1 - uy0) <= cw:
+        assert x - 1 <= ux0 and ux1 <= x + cw + 1 and y - 1 <= uy0 and uy1 <= y + ch + 1
