@@ -73,6 +73,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
             f"  {cam.name}: threshold {threshold:g}, confirm {confirm_s:g} s, "
             f"{latch}, snapshot {'on' if d.snapshot else 'off'}"
         )
+    person = cfg.person
+    centred = ", person-centred windows (edge_hf.crop)" if contract.crop != "full" else ""
+    print(
+        f"  person stage: on, {person.model} at {person.rate_hz:g} Hz, decision "
+        f"{person.decision}{centred}"
+        if person.model is not None
+        else "  person stage: off (give person.model to run the pose model beside the classifier)"
+    )
     metrics = cfg.metrics
     print(f"  metrics: {f'on, {metrics.host}:{metrics.port}' if metrics.enabled else 'off'}")
     return 0

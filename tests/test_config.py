@@ -147,6 +147,7 @@ def test_check_accepts_the_good_config_and_a_missing_file_is_one_line(
     path.write_text(_good(tiny_onnx, tmp_path))
     ok = _check(path)
     assert ok.returncode == 0 and "OK" in ok.stdout and "T=3" in ok.stdout
+    assert "person stage: off" in ok.stdout
     missing = _check(tmp_path / "nope.yaml")
     assert missing.returncode == 2 and "cannot read the config" in missing.stderr
 

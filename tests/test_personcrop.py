@@ -196,3 +196,23 @@ def test_any_crop_is_a_square_inside_the_frame_holding_every_box(
     ux1, uy1 = max(b[2] for b in boxes) * w, max(b[3] for b in boxes) * h
     if max(ux1 - ux0, uy1 - uy0) <= cw:
         assert x - 1 <= ux0 and ux1 <= x + cw + 1 and y - 1 <= uy0 and uy1 <= y + ch + 1
+
+
+def test_check_says_the_person_stage_feeds_a_person_centred_model(
+    person_crop_model: Path, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        f"device_id: t\nmodel:\n  path: {person_crop_model}\ncameras:\n  - name: a\n"
+        f"    source: x.mp4\nstate_dir: {tmp_path / 's'}\nperson:\n"
+        f"  model: {ROOT / POSE_MODEL}\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "check", "--config", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "person stage: on" in out.stdout and "person-centred windows" in out.stdout
