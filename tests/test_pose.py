@@ -282,3 +282,41 @@ def test_each_decision_says_who_may_raise_an_event() -> None:
         got = (raised(decision, 0.1, pose_fall), raised(decision, 0.9, None),
                raised(decision, 0.9, pose_down))  # fmt: skip
         assert got == expected, decision
+
+
+@needs_gmdcsa
+def test_a_pose_model_that_keeps_failing_stops_the_live_daemon(tmp_path: Path) -> None:
+    """The stage's own thread must not die silently (pose verdicts going stale while alerts
+    depend on them): after a few failures in a row it stops the daemon, which exits non-zero."""
+    import threading
+
+    cfg = Config.model_validate(
+        {
+            "device_id": "t",
+            "model": {"path": str(DEMO_MODEL), "providers": ["cpu"]},
+            "cameras": [{"name": "cam", "source": str(GMDCSA / "S3_Fall_01.mp4"), "loop": True}],
+            "state_dir": str(tmp_path / "state"),
+            "person": {"model": str(MODEL)},
+        }
+    )
+    pipeline = build_pipeline(cfg, RecordingSink(), score_history=None)
+    assert pipeline.person is not None
+
+    def broken(frames: object, min_score: float = 0.2) -> list[object]:
+        raise RuntimeError("onnxruntime: device lost")
+
+    pipeline.person.estimator.people_batch = broken  # type: ignore[method-assign]
+    pipeline.start()
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            pipeline.run(drain_s=1.0)
+        except RuntimeError as exc:
+            failed.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    runner.join(30)  # a looping camera: only the stage's failure can end this run
+    assert not runner.is_alive() and pipeline.stop.is_set()
+    assert failed and "pose model failed 3 times in a row" in str(failed[0])

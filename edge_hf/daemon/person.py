@@ -29,6 +29,8 @@ from edge_hf.daemon.config import PersonConfig
 
 log = logging.getLogger(__name__)
 
+MAX_ERRORS = 3  # consecutive pose failures the stage's thread tolerates before stopping all
+
 
 class PoseSlot:
     """The newest frame for the pose model of one camera: written by its capture thread every
@@ -97,6 +99,7 @@ class PersonStage:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self.failed = ""  # why the stage's thread gave up (it then stops the daemon)
 
     @property
     def interval_s(self) -> float:
@@ -117,10 +120,22 @@ class PersonStage:
         `stop` is set."""
 
         def loop() -> None:
+            errors = 0
             while not stop.is_set():
-                if self._wake.wait(0.5):
-                    self._wake.clear()
+                if not self._wake.wait(0.5):
+                    continue
+                self._wake.clear()
+                try:
                     self.step(slots)
+                    errors = 0
+                except Exception as exc:  # the pose model failed on a frame (a bug, a driver)
+                    errors += 1
+                    log.exception("person stage: pose model failed (%s), %d in a row", exc, errors)
+                    if errors >= MAX_ERRORS:
+                        # Pose verdicts would go stale while alerts still depend on them: stop
+                        # the daemon (Pipeline.run then exits non-zero, systemd restarts it).
+                        self.failed = f"the pose model failed {errors} times in a row ({exc})"
+                        stop.set()
 
         self._thread = threading.Thread(target=loop, name="person-stage", daemon=True)
         self._thread.start()

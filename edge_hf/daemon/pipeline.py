@@ -387,6 +387,8 @@ class Pipeline:
                     break
         finally:
             self.shutdown(drain_s)
+        if self.person is not None and self.person.failed:
+            raise RuntimeError(f"person stage: {self.person.failed}; stopping (restart to retry)")
 
     def shutdown(self, drain_s: float) -> None:
         """Stop capture, classify what is left within the budget, close events, close the sink."""
