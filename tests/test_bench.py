@@ -200,6 +200,7 @@ def test_a_capacity_run_with_the_person_stage_counts_pose_frames(
         r = run_cameras(SHIPPED_MODEL, fall_clip, 1, 2.0, "batched", tmp_path, pose, threaded)
         assert r["pose_ms_per_frame"] is not None and r["pose_ms_per_frame"] > 0
         assert r["latency_p99_ms"] is not None and r["person_threaded"] is threaded
+        assert r["batch_p99_ms"] is not None and r["batch_p99_ms"] > 0
         # 5 pose frames a camera-second, counted over the timed run only
         assert abs(r["expected_pose_frames"] - 5 * r["seconds"]) <= 1
         assert (
