@@ -115,6 +115,7 @@ class MqttSink:
         self.last_error = ""
         self._lock = threading.Lock()
         self._inflight: dict[int, int | None] = {}  # mid -> outbox row (None: not durable)
+        self._acked_since_connect = False  # an ack came since the last (re)connect
         self._early: set[int] = set()  # acks that arrived before publish() returned the mid
         self._status: dict[str, str] = {}
         self._fall: dict[str, str] = {c: "OFF" for c in cameras}
@@ -196,8 +197,10 @@ class MqttSink:
             log.warning(
                 "outbox: %d undelivered alert(s) from an earlier run, sending first", waiting
             )
+            # Handed over by the sender once connected, oldest first: a message queued in paho
+            # before the connection is re-sent by paho only after on_connect, and an alert
+            # published meanwhile (this start's restart `end`) would overtake it.
             self._backlog = True
-            self._hand_over()
         self.client.connect_async(self.cfg.host, self.cfg.port, keepalive=self.cfg.keepalive_s)
         self.client.loop_start()
         threading.Thread(target=self._sender, name="mqtt-sender", daemon=True).start()
@@ -211,9 +214,13 @@ class MqttSink:
     def _hand_over(self) -> None:
         """Give paho the oldest waiting alerts, up to `HAND_OVER` held at once, in outbox order."""
         with self._send_lock:
-            if not self._backlog:
-                return
+            if not self._backlog or not self.connected.is_set():
+                return  # offline, alerts wait in the outbox, in order (not in paho's queue)
             held = self._held()
+            if held and not self._acked_since_connect:
+                # paho re-sends what it held at a disconnect only after on_connect: newer alerts
+                # wait for its first ack so that they cannot overtake those.
+                return
             room = HAND_OVER - len(held)
             if room <= 0:
                 return
@@ -284,6 +291,7 @@ class MqttSink:
             return
         log.info("MQTT connected to %s", self.broker)
         self.last_error = ""
+        self._acked_since_connect = False
         self.connected.set()
         # Subscriptions belong here: a reconnect starts a fresh session without them.
         client.subscribe([(f"{self.cfg.discovery_prefix}/status", 1), (f"{self.base}/+/ack", 1)])
@@ -318,6 +326,7 @@ class MqttSink:
                 self._early.add(mid)
                 return
             row = self._inflight.pop(mid)
+            self._acked_since_connect = True
             # Refill in batches, when half the window is free; not here: paho holds its lock
             # while it calls us, and the sender takes ours.
             refill = (self._backlog and len(self._inflight) <= HAND_OVER // 2) or self._state_due
@@ -375,7 +384,8 @@ class MqttSink:
         data = payload.encode() if isinstance(payload, str) else payload
         with self._send_lock:
             row = self.outbox.add(topic, data, self.cfg.qos, retain)
-            if not self._backlog and len(self._held()) < HAND_OVER:
+            ready = self.connected.is_set() and not self._backlog
+            if ready and len(self._held()) < HAND_OVER:
                 self._publish(topic, data, self.cfg.qos, retain, row)
                 return
             self._backlog = True  # it waits behind the older ones; the sender hands it over
