@@ -12,9 +12,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from edge_hf.bench.live import capacity
-from edge_hf.bench.runner import POSE_MODEL, REAL_MODEL, with_resize
-from edge_hf.core.contract import RESIZE
+from edge_hf.bench.runner import POSE_MODEL, REAL_MODEL, real_pipeline_capacity
 
 
 def main() -> None:
@@ -23,21 +21,14 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=6.0)
     p.add_argument("--out", required=True, help="JSON results")
     a = p.parse_args()
-    results = []
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        real = with_resize(REAL_MODEL, work / "real.onnx", RESIZE)
-        for pose, threaded in ((None, True), (POSE_MODEL, True), (POSE_MODEL, False)):
-            label = "real model" + (
-                "" if pose is None else " + person stage" + (", own thread" if threaded else
-                                                              ", in the inference loop")
-            )  # fmt: skip
-            r = capacity(real, Path(a.video), "batched", a.seconds, work / "state",
-                         person=pose, label=label, person_threaded=threaded)  # fmt: skip
-            at = [x for x in r["runs"] if x["cameras"] == r["max_cameras"] and x["sustained"]]
-            print(f"{label}: {r['max_cameras']} cameras (first failure {r['first_failure']}), "
-                  f"p99 {at[-1]['latency_p99_ms'] if at else '-'} ms", flush=True)  # fmt: skip
-            results.append(r)
+        results = real_pipeline_capacity(
+            REAL_MODEL, Path(a.video), a.seconds, Path(tmp), POSE_MODEL, print
+        )
+    for r in results:
+        at = [x for x in r["runs"] if x["cameras"] == r["max_cameras"] and x["sustained"]]
+        print(f"{r['pipeline']}: {r['max_cameras']} cameras (first failure {r['first_failure']}), "
+              f"p99 {at[-1]['latency_p99_ms'] if at else '-'} ms", flush=True)  # fmt: skip
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(results, indent=1))
 

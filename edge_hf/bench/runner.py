@@ -169,29 +169,9 @@ def run_bench(
             # The pipeline people deploy: the shipped real model, without and with the person
             # stage (MoveNet at 5 Hz a camera), side by side in the same run.
             if real_model is not None and real_model.is_file():
-                real = with_resize(real_model, work / "capacity-real.onnx", RESIZE)
-                # The person stage in its own thread (the daemon's way since 2026-12-06) and,
-                # for comparison, in the inference loop (the way before).
-                runs = [(None, True), (pose_model, True), (pose_model, False)]
-                for pose, threaded in runs:
-                    if pose is not None and not pose.is_file():
-                        continue
-                    where = "" if threaded else ", in the inference loop"
-                    person = "" if pose is None else f" + person stage 5 Hz{where}"
-                    label = f"{real_model.name}{person}"
-                    res["capacity"].append(
-                        capacity(
-                            real,
-                            camera,
-                            "batched",
-                            seconds,
-                            work / "state",
-                            progress=_say,
-                            person=pose,
-                            label=label,
-                            person_threaded=threaded,
-                        )
-                    )
+                res["capacity"] += real_pipeline_capacity(
+                    real_model, camera, seconds, work, pose_model, _say
+                )
         if "latency" in sections:
             from edge_hf.training.synth import write_demo_clips
 
@@ -239,6 +219,31 @@ def int8_rows(
         "speed": speed,
         "scores": model_effect(model, q, [(c, None) for c in clips], progress),
     }
+
+
+def real_pipeline_capacity(
+    real_model: Path,
+    camera: Path,
+    seconds: float,
+    work: Path,
+    pose_model: Path | None,
+    progress: Callable[[str], None] = _say,
+) -> list[dict[str, Any]]:
+    """Cameras the shipped real model sustains (batched): alone, with the person stage in its own
+    thread (the daemon's way since 2026-12-06) and, for comparison, in the inference loop (the
+    way before), side by side in one run."""
+    real = with_resize(real_model, work / "capacity-real.onnx", RESIZE)
+    out = []
+    for pose, threaded in ((None, True), (pose_model, True), (pose_model, False)):
+        if pose is not None and not pose.is_file():
+            continue
+        where = "" if threaded else ", in the inference loop"
+        person = "" if pose is None else f" + person stage 5 Hz{where}"
+        out.append(
+            capacity(real, camera, "batched", seconds, work / "state", progress=progress,
+                     person=pose, label=f"{real_model.name}{person}", person_threaded=threaded)
+        )  # fmt: skip
+    return out
 
 
 def with_resize(model: Path, out: Path, rule: str) -> Path:

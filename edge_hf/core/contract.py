@@ -155,10 +155,12 @@ class ModelContract:
         if self.crop not in ("full", "person"):
             problems.append(f"crop {self.crop!r} (full or person; a newer edge_hf's model?)")
         elif self.crop == "person":
+            from edge_hf.core.personcrop import PersonCropRule  # (it imports this module)
+
             try:
-                json.loads(self.crop_rule)
-            except json.JSONDecodeError:
-                problems.append(f"crop_rule {self.crop_rule!r} (JSON)")
+                PersonCropRule.from_json(self.crop_rule)
+            except (ValueError, TypeError, AttributeError) as exc:
+                problems.append(f"crop_rule {self.crop_rule!r} ({exc})")
         if not self.classes or len(set(self.classes)) != len(self.classes):
             problems.append(f"classes {list(self.classes)} (non-empty, unique)")
         if problems:

@@ -32,6 +32,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from edge_hf.core.contract import ModelContract
 from edge_hf.core.hyperframe import nearest_index
 from edge_hf.core.pose import PoseEstimator, pose_frame
 from edge_hf.core.video import Crop, VideoError, shrink
@@ -66,6 +67,12 @@ class PersonCropRule:
     @classmethod
     def from_json(cls, text: str) -> PersonCropRule:
         return cls(**{k: float(v) for k, v in json.loads(text).items()})
+
+
+def rule_of(contract: ModelContract) -> PersonCropRule | None:
+    """The crop rule a model's contract records (checked when the contract was read), or None
+    for a whole-frame model."""
+    return PersonCropRule.from_json(contract.crop_rule) if contract.crop == PERSON else None
 
 
 def work_size(input_size: tuple[int, int]) -> tuple[int, int]:

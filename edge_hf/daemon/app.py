@@ -25,7 +25,7 @@ from typing import IO
 from edge_hf.core.contract import ModelContract
 from edge_hf.core.errors import UserError
 from edge_hf.core.hyperframe import HyperframeBuilder, WindowStacker, use_one_cpu_thread
-from edge_hf.core.personcrop import PERSON, PersonCropRule, work_size
+from edge_hf.core.personcrop import rule_of, work_size
 from edge_hf.core.runtime import read_contract
 from edge_hf.core.video import VideoError
 from edge_hf.daemon.capture import CaptureThread
@@ -135,7 +135,7 @@ def _camera(
     samples = contract.window * contract.volumes  # a window's samples (V hyperframes of T)
     evidence = samples + 2 if detection.snapshot else 0
     # A person-crop model's frames are kept larger: each window is cut from them (pipeline).
-    frame_size = work_size(contract.input_size) if contract.crop == PERSON else contract.input_size
+    frame_size = work_size(contract.input_size) if rule_of(contract) else contract.input_size
     ring = FrameRing(max(4 * samples, 16), (*frame_size, 3), wake, evidence_slots=evidence)
     detector = FallDetector(
         cam.name,
@@ -227,8 +227,7 @@ def build_pipeline(
     stop = stop or threading.Event()
     person = None
     if cfg.person.model is not None:
-        rule = PersonCropRule.from_json(contract.crop_rule) if contract.crop == PERSON else None
-        person = PersonStage(cfg.person, classifier.providers, crop_rule=rule)
+        person = PersonStage(cfg.person, classifier.providers, crop_rule=rule_of(contract))
         log.info("person stage: %s at %g Hz, decision %s", cfg.person.model,
                  cfg.person.rate_hz, cfg.person.decision)  # fmt: skip
     cameras = [

@@ -472,16 +472,17 @@ def check_against_model(cfg: Config, contract: Any, source: str = "config") -> N
             f"{source}: model.input_size = {list(cfg.model.input_size)} but {cfg.model.path} "
             f"expects {list(contract.input_size)}"
         )
-    if getattr(contract, "crop", "full") == "person":
-        from edge_hf.core.personcrop import PersonCropRule
+    from edge_hf.core.personcrop import rule_of
 
+    rule = rule_of(contract)
+    if rule is not None:
         if cfg.person.model is None:
             raise UserError(
                 f"{source}: {cfg.model.path} was trained on person-centred windows "
                 "(edge_hf.crop: person) and needs the person stage: set person.model "
                 "(models/person-movenet-multipose-lightning.onnx), or use a full-frame model"
             )
-        rate = PersonCropRule.from_json(contract.crop_rule).rate_hz
+        rate = rule.rate_hz
         if abs(cfg.person.rate_hz - rate) > 1e-6:
             raise UserError(
                 f"{source}: person.rate_hz = {cfg.person.rate_hz:g} but {cfg.model.path} was "

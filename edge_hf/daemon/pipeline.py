@@ -141,7 +141,7 @@ class Pipeline:
         self.input_size = classifier.contract.input_size
         self.resize = classifier.contract.resize
         # The size frames are kept at in the rings (replay resizes to it): the input size, or
-        # for a person-crop model twice it, each window then cut around the people (`_cut`).
+        # for a person-crop model twice it, each window then cut around the people (`_frames`).
         self.crop_rule = person.crop_rule if person is not None else None
         self.size = work_size(self.input_size) if self.crop_rule else self.input_size
         # Live, the person stage runs in its own thread (False: in this loop before each batch,

@@ -12,7 +12,7 @@ from torch import nn
 
 from edge_hf.core.contract import INPUT_NAME, OUTPUT_NAME
 from edge_hf.core.errors import UserError
-from edge_hf.core.personcrop import PersonCropRule
+from edge_hf.core.personcrop import rule_of
 from edge_hf.training.data import HyperframeDataset, WindowSpec, decode_clips, load_clips
 from edge_hf.training.scores import classification_report, pair_scores, predict_clips
 from edge_hf.training.train import load_checkpoint, plot_confusion
@@ -46,7 +46,7 @@ def load_model(path: Path) -> tuple[nn.Module, WindowSpec, list[str], str]:
         c = m.contract
         spec = WindowSpec(
             c.window, c.interval_ms / 1000.0, c.input_size, c.volumes, c.mean, c.std, c.resize,
-            person_crop=PersonCropRule.from_json(c.crop_rule) if c.crop == "person" else None,
+            person_crop=rule_of(c),
         )  # fmt: skip
         return m, spec, list(c.classes), c.fall_class
     model, cfg, classes = load_checkpoint(path)

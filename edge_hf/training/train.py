@@ -178,7 +178,8 @@ class DistillLoss(nn.Module):
         from edge_hf.training.evaluate import OnnxClassifier
         from edge_hf.training.export import contract_from_config
 
-        assert cfg.teacher is not None
+        if cfg.teacher is None:
+            raise ValueError("DistillLoss needs TrainConfig.teacher")
         self.teacher = OnnxClassifier(Path(cfg.teacher))
         mine, theirs = contract_from_config(cfg, list(classes)), self.teacher.contract
         for key in ("window", "interval_ms", "input_size", "classes", "volumes", "mean", "std",
