@@ -22,20 +22,17 @@ and the daemon (`Pipeline.process`, boxes from the live person stage) both go th
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from edge_hf.core.contract import ModelContract
-from edge_hf.core.hyperframe import nearest_index
-from edge_hf.core.pose import PoseEstimator, pose_frame
-from edge_hf.core.video import Crop, VideoError, shrink
+from edge_hf.core.pose import PoseEstimator, clip_people
+from edge_hf.core.video import Crop, shrink
 
 log = logging.getLogger(__name__)
 
@@ -162,38 +159,9 @@ def clip_boxes(
     rate_hz: float,
     cache_dir: Path | None = None,
 ) -> list[tuple[float, list[Box]]]:
-    """(tick, normalised person boxes) of a video file at `rate_hz` (the frame nearest each tick,
-    the daemon's sampling rule), as the person stage would see them; cached in `cache_dir`."""
-    cached = None
-    if cache_dir is not None:
-        st = path.stat()
-        key = (
-            f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{crop}|{rate_hz:g}|"
-            f"{estimator.path.resolve()}|{estimator.path.stat().st_size}|{estimator.side}"
-        )
-        cached = cache_dir / f"boxes-{hashlib.sha1(key.encode()).hexdigest()[:20]}.json"
-        if cached.exists():
-            return [(t, [tuple(b) for b in boxes]) for t, boxes in json.loads(cached.read_text())]
-    cap = cv2.VideoCapture(str(path))
-    if not cap.isOpened():
-        raise VideoError(f"{path}: OpenCV cannot open it")
-    fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0) or 30.0
-    out: list[tuple[float, list[Box]]] = []
-    k, i = 0, 0
-    try:
-        while True:
-            ok, frame = cap.read()
-            if not ok:
-                break
-            while nearest_index(k / rate_hz, fps, 1 << 40) == i:
-                rgb = pose_frame(frame, crop, estimator.side)
-                people = estimator.people(rgb)
-                out.append((k / rate_hz, normalised([p.box for p in people], rgb.shape[:2])))
-                k += 1
-            i += 1
-    finally:
-        cap.release()
-    if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(json.dumps(out))
-    return out
+    """(tick, normalised person boxes) of a video file at `rate_hz`, as the person stage would
+    see them (`edge_hf.core.pose.clip_people`, cached in `cache_dir`)."""
+    return [
+        (t, normalised([p.box for p in people], hw))
+        for t, hw, people in clip_people(path, crop, estimator, rate_hz, cache_dir)
+    ]

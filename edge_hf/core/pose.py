@@ -13,6 +13,8 @@ so the rules, the benchmark and the tests read the same numbers.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +25,9 @@ import cv2
 import numpy as np
 
 from edge_hf.core.errors import UserError
+from edge_hf.core.hyperframe import nearest_index
 from edge_hf.core.runtime import CPU, Providers, open_session
+from edge_hf.core.video import Crop, VideoError
 
 POSE_MODEL = Path("models/person-movenet-multipose-lightning.onnx")
 INPUT_SIDE = 256  # the long side MoveNet runs at; the graph takes (1, H, W, 3) int32 RGB
@@ -199,3 +203,61 @@ def decode(
         people.append(Person((x0, y0, x1, y1), score, keypoints))
     people.sort(key=lambda p: -p.score)
     return people
+
+
+def _person_json(p: Person) -> list[Any]:
+    # (boxes at full precision: person-centred crops cut from cached and live boxes must agree)
+    return [list(p.box), p.score, np.round(p.keypoints.astype(np.float64), 3).tolist()]
+
+
+def _person_of(row: list[Any]) -> Person:
+    box, score, kp = row
+    return Person(tuple(box), float(score), np.asarray(kp, np.float32))
+
+
+def clip_people(
+    path: Path,
+    crop: Crop | None,
+    estimator: PoseEstimator,
+    rate_hz: float,
+    cache_dir: Path | None = None,
+) -> list[tuple[float, tuple[int, int], list[Person]]]:
+    """(tick, pose frame (H, W), people in its pixels) of a video file at `rate_hz`: the frame
+    nearest each tick (the daemon's sampling rule) prepared by `pose_frame`, as the person stage
+    would see it; cached in `cache_dir` (keyed by the file, crop, rate and pose model)."""
+    cached = None
+    if cache_dir is not None:
+        st = path.stat()
+        key = (
+            f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{crop}|{rate_hz:g}|"
+            f"{estimator.path.resolve()}|{estimator.path.stat().st_size}|{estimator.side}"
+        )
+        cached = cache_dir / f"people-{hashlib.sha1(key.encode()).hexdigest()[:20]}.json"
+        if cached.exists():
+            return [
+                (t, (hw[0], hw[1]), [_person_of(r) for r in rows])
+                for t, hw, rows in json.loads(cached.read_text())
+            ]
+    cap = cv2.VideoCapture(str(path))
+    if not cap.isOpened():
+        raise VideoError(f"{path}: OpenCV cannot open it")
+    fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0) or 30.0
+    out: list[tuple[float, tuple[int, int], list[Person]]] = []
+    k, i = 0, 0
+    try:
+        while True:
+            ok, frame = cap.read()
+            if not ok:
+                break
+            while nearest_index(k / rate_hz, fps, 1 << 40) == i:
+                rgb = pose_frame(frame, crop, estimator.side)
+                out.append((k / rate_hz, (rgb.shape[0], rgb.shape[1]), estimator.people(rgb)))
+                k += 1
+            i += 1
+    finally:
+        cap.release()
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        rows = [[t, list(hw), [_person_json(p) for p in people]] for t, hw, people in out]
+        cached.write_text(json.dumps(rows))
+    return out

@@ -20,11 +20,15 @@ in any view where the person was seen upright first, and is the only one that wo
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from edge_hf.core.pose import Person, PoseFeatures, features
+from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Person, PoseFeatures, features
+from edge_hf.core.posehead import FEATURES, PoseHead
+
+HISTORY_S = 1.0  # the head's "over the last second" features
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,8 @@ class _Track:
     upright_height: float | None = None
     down_since: float | None = None
     fallen: bool = False
+    # (t, hip_y, aspect) of the last HISTORY_S, for the head's features
+    history: deque[tuple[float, float | None, float]] = field(default_factory=deque)
 
 
 @dataclass
@@ -105,11 +111,50 @@ def down_reasons(
     return why
 
 
-class PoseFallRules:
-    """Per camera: feed `update(t, people)` each pose tick; a `PoseVerdict` comes back."""
+def head_features(tr: _Track, f: PoseFeatures, person: Person, t: float) -> np.ndarray:
+    """One tracked person's row of `edge_hf.core.posehead.FEATURES` at tick `t`, against the
+    track's state before this tick (its upright reference and the last second's history)."""
+    h0 = tr.upright_height
+    known = f.hip_y is not None and tr.upright_hip_y is not None and bool(h0)
+    hip_drop = (f.hip_y - tr.upright_hip_y) / h0 if known else 0.0  # type: ignore[operator]
+    old = tr.history[0] if tr.history else None
+    drop_1s = 0.0
+    if old is not None and old[1] is not None and f.hip_y is not None:
+        drop_1s = (f.hip_y - old[1]) / (h0 or person.height or 1.0)
+    since = 1.0 if tr.upright_t is None else min((t - tr.upright_t) / 10.0, 1.0)
+    row = (
+        0.0 if f.torso_deg is None else f.torso_deg / 90.0,
+        float(f.torso_deg is not None),
+        min(f.aspect, 3.0),
+        float(np.clip(hip_drop, -2.0, 2.0)),
+        float(known),
+        min(person.height / h0, 2.0) if h0 else 1.0,
+        since,
+        float(np.clip(drop_1s, -2.0, 2.0)),
+        float(np.clip(f.aspect - old[2], -3.0, 3.0)) if old is not None else 0.0,
+        float(np.mean(person.keypoints[:, 2] >= MIN_KEYPOINT_SCORE)),
+    )
+    if len(row) != len(FEATURES):
+        raise RuntimeError(f"head_features: {len(row)} values for {len(FEATURES)} FEATURES")
+    return np.asarray(row, np.float64)
 
-    def __init__(self, settings: PoseRuleSettings | None = None) -> None:
+
+class PoseFallRules:
+    """Per camera: feed `update(t, people)` each pose tick; a `PoseVerdict` comes back.
+
+    With a `head` (`edge_hf.core.posehead`), "down after a fall" is the head's probability at or
+    above its threshold instead of the thresholds and the sudden-descent rule; tracking and
+    `confirm_s` are the same. `record`, when a list, gets (t, features) of every tracked person
+    each tick (the head's training rows)."""
+
+    def __init__(
+        self,
+        settings: PoseRuleSettings | None = None,
+        head: PoseHead | None = None,
+        record: list[tuple[float, np.ndarray]] | None = None,
+    ) -> None:
         self.s = settings or PoseRuleSettings()
+        self.head, self.record = head, record
         self.tracks: list[_Track] = []
 
     def _match(self, people: list[Person], t: float) -> list[tuple[_Track, Person]]:
@@ -134,6 +179,16 @@ class PoseFallRules:
         s, verdict = self.s, PoseVerdict(False, False)
         for tr, p in self._match(people, t):
             f = features(p)
+            if self.head is not None or self.record is not None:
+                x = head_features(tr, f, p, t)
+                tr.history.append((t, f.hip_y, f.aspect))
+                while tr.history and t - tr.history[0][0] > HISTORY_S + 1e-6:
+                    tr.history.popleft()
+                if self.record is not None:
+                    self.record.append((t, x))
+                if self.head is not None:
+                    self._head_update(tr, p, f, x, t, verdict)
+                    continue
             if is_upright(f, p, s):
                 tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
                 tr.down_since, tr.fallen = None, False
@@ -156,3 +211,26 @@ class PoseFallRules:
         # until forgotten or seen upright again.
         verdict.fall = verdict.fall or any(tr.fallen for tr in self.tracks)
         return verdict
+
+    def _head_update(
+        self, tr: _Track, p: Person, f: PoseFeatures, x: np.ndarray, t: float, v: PoseVerdict
+    ) -> None:
+        """`update` for one tracked person when the head decides "down after a fall"."""
+        head = self.head
+        if head is None:
+            raise RuntimeError("_head_update without a head")
+        upright = is_upright(f, p, self.s)
+        if upright:
+            tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
+        if float(head.prob(x)) < head.threshold:
+            tr.down_since = None
+            if upright:
+                tr.fallen = False
+            return
+        v.down = True
+        v.reasons.append("head")
+        if tr.down_since is None:
+            tr.down_since = t
+        if t - tr.down_since >= self.s.confirm_s and not tr.fallen:
+            tr.fallen = v.new_fall = True
+        v.fall = v.fall or tr.fallen

@@ -70,6 +70,10 @@ def check(path: Path) -> tuple[Config, ModelContract]:
         from edge_hf.core.pose import PoseEstimator
 
         PoseEstimator(cfg.person.model, side=cfg.person.side)  # loads, or one line
+        if cfg.person.head is not None:
+            from edge_hf.core.posehead import PoseHead
+
+            PoseHead.load(cfg.person.head)
     return cfg, contract
 
 

@@ -221,10 +221,12 @@ class PersonConfig(_Section):
     event: `combined` (the pose rules, or the classifier while the pose rules see someone down),
     `pose` (the pose rules alone), `either` (the classifier or the pose rules), `both` (the
     classifier, only while the pose rules see someone down), `cnn` (the classifier alone; the
-    pose stage only logs).
+    pose stage only logs). `head`: a learned pose head file (`edge_hf.core.posehead`, made by
+    experiments/pose_head.py) decides "down after a fall" instead of the rules' thresholds.
     """
 
     model: Path | None = None
+    head: Path | None = None
     rate_hz: float = Field(5.0, gt=0, le=30)
     side: int = Field(256, ge=128, le=1024, multiple_of=32)
     decision: Literal["combined", "pose", "either", "both", "cnn"] = "combined"

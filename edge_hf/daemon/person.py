@@ -24,6 +24,7 @@ import numpy as np
 from edge_hf.core.personcrop import BoxTrack, PersonCropRule, normalised
 from edge_hf.core.pose import Person, PoseEstimator, pose_frame
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, PoseVerdict
+from edge_hf.core.posehead import PoseHead
 from edge_hf.core.runtime import Providers
 from edge_hf.daemon.config import PersonConfig
 
@@ -88,6 +89,7 @@ class PersonStage:
         self.cfg = cfg
         self.estimator = PoseEstimator(cfg.model, providers, side=cfg.side)
         self.settings = PoseRuleSettings(confirm_s=cfg.confirm_s, max_descent_s=cfg.max_descent_s)
+        self.head = PoseHead.load(cfg.head) if cfg.head is not None else None
         self._rules: dict[str, PoseFallRules] = {}
         self.verdicts: dict[str, PoseVerdict] = {}
         self.counters = PersonCounters()
@@ -160,7 +162,9 @@ class PersonStage:
         if self.crop_rule is not None:
             track = self.tracks.setdefault(name, BoxTrack(self.crop_rule, keep_s=60.0))
             track.add(t, normalised([p.box for p in people], frame_hw))
-        rules = self._rules.setdefault(name, PoseFallRules(self.settings))
+        rules = self._rules.get(name)
+        if rules is None:
+            rules = self._rules[name] = PoseFallRules(self.settings, head=self.head)
         verdict = rules.update(t, people)
         self.counters.frames += 1
         self.counters.found += bool(people)

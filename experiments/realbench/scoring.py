@@ -27,6 +27,7 @@ from .items import (
     split_fold,
     views,
 )
+from .posehead import fold_head
 from .training import ensure_fold_model, fold_dir, row_inputs
 from .variants import VARIANTS, Variant
 
@@ -287,9 +288,10 @@ def replay_variant_seed(
     for fold in folds:
         rundir = fold_dir(Path(a.out), name, seed, fold)
         test, _ = split_fold(items, fold, Path(a.out))
+        head = fold_head(items, fold, seed, Path(a.out), v.pose_head) if v.pose_head else None
         clips, ev, hours = run_fold_model(
             rundir / "model.onnx", test, vtest, rundir / "state", v.threshold,
-            v.detection(), v.calibrated, v.vtest_negatives, v.person_config(),
+            v.detection(), v.calibrated, v.vtest_negatives, v.person_config(head),
         )  # fmt: skip
         all_clips += clips
         vtest_events, vtest_hours = vtest_events + ev, vtest_hours + hours

@@ -64,12 +64,18 @@ class Variant:
     # Distillation (#33): the row whose fold model of the same seed and fold (trained first where
     # missing) is the teacher (TrainConfig.teacher); "" none.
     teacher: str = ""
+    # A learned pose head (#30 item 3) reads "down after a fall" instead of the pose rules'
+    # thresholds: each fold's own (realbench.posehead.fold_head, never fitted on its held-out
+    # clips), at this threshold; 0: the hand rules.
+    pose_head: float = 0.0
 
-    def person_config(self) -> dict[str, Any] | None:
-        """The row's `person` config section (None: the stage is off)."""
+    def person_config(self, head: Path | None = None) -> dict[str, Any] | None:
+        """The row's `person` config section (None: the stage is off); `head`: its fold's pose
+        head file."""
         if not self.person:
             return None
-        return {"model": str(POSE_MODEL), "decision": self.person}
+        return {"model": str(POSE_MODEL), "decision": self.person,
+                **({"head": str(head)} if head is not None else {})}  # fmt: skip
 
     def operating_point(self) -> dict[str, Any]:
         """What its exported models carry in their metadata (`export_onnx`'s keywords)."""
@@ -187,6 +193,13 @@ POSE_ROWS = {
     # fold models): a pose fall, or the classifier's while the pose rules see someone down.
     "lite0 T=3 ImageNet falling+down 160px + pose rules or pose-confirmed CNN (combined), "
     "confirm 2 s": replace(PLAIN_160_RECIPE, person="combined"),
+    # #30 item 3: the same, "down after a fall" read by a learned head on the pose features
+    # (threshold 0.5, its default, not tuned here); and the head with no CNN.
+    "lite0 T=3 ImageNet falling+down 160px + learned pose head or head-confirmed CNN (combined), "
+    "confirm 2 s": replace(PLAIN_160_RECIPE, person="combined", pose_head=0.5),
+    "pose + learned head alone (MoveNet MultiPose, no CNN)": replace(
+        PLAIN_160_RECIPE, person="pose", pose_head=0.5
+    ),
 }
 
 # The seed's hyper-volume (#30): two hyperframes of T=3 frames through one shared backbone, fused
