@@ -1,6 +1,7 @@
 """#30 item 3: a small learned head on pose features against the hand pose rules, same folds.
 
     python experiments/pose_head.py --out benchmarks/results/real --seeds 0 1 2 [--threshold 0.5]
+    python experiments/pose_head.py --final models/pose-head.json   # fitted on every clip
 
 MoveNet runs once over every clip view at the person stage's rate (5 Hz, cached under
 `<out>/cache`), the pose rules' tracker follows the people, and each tracked person at each tick
@@ -30,10 +31,10 @@ from typing import Any
 
 from realbench import ASSIST, FOLDS, GMDCSA, REVERSE, VTEST, Item, load_items
 from realbench.items import EARLY_S, VTEST_CALIBRATION_S
-from realbench.posehead import Poses, fold_head, poses_of, view_keys
+from realbench.posehead import ALL, Poses, fold_head, poses_of, view_keys
 
 from edge_hf.core.posefall import PoseFallRules
-from edge_hf.core.posehead import PoseHead
+from edge_hf.core.posehead import MODES, PoseHead
 
 log = logging.getLogger("pose_head")
 
@@ -99,11 +100,17 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/real"))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--threshold", type=float, default=0.5)
+    p.add_argument("--mode", choices=MODES, default="decide", help="how the rules use the head")
+    p.add_argument("--final", type=Path, help="fit one head (seed 0) on every clip, write it here")
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     from tqdm import tqdm
 
     items = load_items(GMDCSA, ASSIST)
+    if a.final:
+        a.final.unlink(missing_ok=True)
+        print(f"wrote {fold_head(items, ALL, 0, a.out, a.threshold, a.mode, a.final)}")
+        return
     cache = a.out / "cache"
     poses = {key: poses_of(it.path, it.crop, cache)
              for key, it in tqdm(view_keys(items), desc="poses", unit="view")}  # fmt: skip
@@ -112,19 +119,19 @@ def main() -> None:
         negatives = {r["path"]: poses_of((NEGATIVES / r["path"]).resolve(), "", cache)
                      for r in csv.DictReader(fh)}  # fmt: skip
 
-    results: dict[str, Any] = {"threshold": a.threshold, "head": {}}
+    results: dict[str, Any] = {"threshold": a.threshold, "mode": a.mode, "head": {}}
     results["rules"] = evaluate(items, poses, vtest, negatives, lambda fold: PoseFallRules)
     for seed in a.seeds:
 
         def rules_for(fold: str, seed: int = seed) -> Rules:
-            head = PoseHead.load(fold_head(items, fold, seed, a.out, a.threshold))
+            head = PoseHead.load(fold_head(items, fold, seed, a.out, a.threshold, a.mode))
             return lambda: PoseFallRules(head=head)
 
         results["head"][str(seed)] = evaluate(items, poses, vtest, negatives, rules_for)
         log.info("seed %d: %s", seed, json.dumps(results["head"][str(seed)]))
     path = a.out / "pose_head.json"
     runs = json.loads(path.read_text()) if path.exists() else {}
-    runs[f"threshold {a.threshold:g}"] = results
+    runs[f"{a.mode}, threshold {a.threshold:g}"] = results
     path.write_text(json.dumps(runs, indent=1))
     print(table(runs))
 
@@ -161,7 +168,9 @@ def table(runs: dict[str, Any]) -> str:
     )
     for key, r in runs.items():
         heads = list(r["head"].values())
-        lines.append(f"| learned head (MLP 10-16-1), {key} | {len(heads)} | {_cells(heads)} |")
+        veto = r.get("mode") == "veto"
+        what = "hand rules vetoed by the learned head" if veto else "learned head"
+        lines.append(f"| {what} (MLP 10-16-1), {key} | {len(heads)} | {_cells(heads)} |")
     return "\n".join(lines)
 
 

@@ -158,3 +158,37 @@ def test_the_daemon_lets_the_head_decide_on_real_clips(tmp_path: Path) -> None:
 def test_a_missing_head_file_is_one_line_naming_the_key(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"person.head: .*nope.json does not exist"):
         _replay_with_head(ROOT / "README.md", tmp_path, tmp_path / "nope.json")
+
+
+def test_in_veto_mode_the_rules_decide_and_the_head_can_only_take_away() -> None:
+    frames = [(t / 5, _person(3, STAND, 200)) for t in range(10)]
+    frames += [(2.0 + t / 5, _person(85, FLOOR, 280)) for t in range(1, 10)]
+    # a slow lie-down: the rules say no, and a head that says "fallen" everywhere cannot add it
+    slow = [(t / 5, _person(3, STAND, 200)) for t in range(10)]
+    slow += [(2.0 + t / 5, _person(45, (90, 150, 200, 300), 240)) for t in range(1, 16)]
+    slow += [(5.0 + t / 5, _person(85, FLOOR, 280)) for t in range(1, 25)]
+
+    def falls(head: PoseHead | None, frames: list[tuple[float, object]]) -> list[float]:
+        rules = PoseFallRules(PoseRuleSettings(confirm_s=1.0), head=head)
+        return [t for t, p in frames if rules.update(t, [p]).new_fall]
+
+    always = _torso_head(threshold=0.0)
+    always.mode = "veto"
+    never = _torso_head(threshold=1.01)
+    never.mode = "veto"
+    assert falls(None, frames) == falls(always, frames) == [pytest.approx(3.2)]
+    assert falls(never, frames) == []
+    assert falls(always, slow) == falls(None, slow) == []
+
+
+def test_the_mode_is_kept_in_the_file_and_checked(tmp_path: Path) -> None:
+    head = _torso_head(0.1)
+    head.mode = "veto"
+    path = tmp_path / "veto.json"
+    head.save(path)
+    assert PoseHead.load(path).mode == "veto"
+    d = json.loads(path.read_text())
+    d["mode"] = "vote"
+    path.write_text(json.dumps(d))
+    with pytest.raises(UserError, match="has mode 'vote'; expected one of veto, decide"):
+        PoseHead.load(path)

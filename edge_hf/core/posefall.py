@@ -142,10 +142,11 @@ def head_features(tr: _Track, f: PoseFeatures, person: Person, t: float) -> np.n
 class PoseFallRules:
     """Per camera: feed `update(t, people)` each pose tick; a `PoseVerdict` comes back.
 
-    With a `head` (`edge_hf.core.posehead`), "down after a fall" is the head's probability at or
-    above its threshold instead of the thresholds and the sudden-descent rule; tracking and
-    `confirm_s` are the same. `record`, when a list, gets (t, features) of every tracked person
-    each tick (the head's training rows)."""
+    With a `head` (`edge_hf.core.posehead`) in mode `veto`, a person the rules read as down counts
+    only while the head's probability is at least its threshold; in mode `decide`, "down after a
+    fall" is the head's probability at or above its threshold instead of the thresholds and the
+    sudden-descent rule (tracking and `confirm_s` the same). `record`, when a list, gets
+    (t, features) of every tracked person each tick (the head's training rows)."""
 
     def __init__(
         self,
@@ -179,6 +180,7 @@ class PoseFallRules:
         s, verdict = self.s, PoseVerdict(False, False)
         for tr, p in self._match(people, t):
             f = features(p)
+            x = None
             if self.head is not None or self.record is not None:
                 x = head_features(tr, f, p, t)
                 tr.history.append((t, f.hip_y, f.aspect))
@@ -186,7 +188,7 @@ class PoseFallRules:
                     tr.history.popleft()
                 if self.record is not None:
                     self.record.append((t, x))
-                if self.head is not None:
+                if self.head is not None and self.head.mode == "decide":
                     self._head_update(tr, p, f, x, t, verdict)
                     continue
             if is_upright(f, p, s):
@@ -194,6 +196,8 @@ class PoseFallRules:
                 tr.down_since, tr.fallen = None, False
                 continue
             why = down_reasons(f, tr.upright_hip_y, tr.upright_height, s)
+            if why and self.head is not None and x is not None:  # mode veto
+                why = why if float(self.head.prob(x)) >= self.head.threshold else []
             if not why:
                 tr.down_since = None
                 continue

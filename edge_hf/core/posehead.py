@@ -4,8 +4,13 @@ The hand rules of `edge_hf.core.posefall` read "down" from three fixed threshold
 box aspect, hips' drop) and "fall" from how fast the person got there. The head reads the same
 geometry of one tracked person at one pose tick, plus how it changed over the last second, and
 gives a probability that the person is down after a fall (`FEATURES` says what it sees). It is a
-two-layer perceptron small enough to run in NumPy inside the pose rules (`PoseFallRules(head=)`):
-where it replaces the thresholds, the rules' tracking and `confirm_s` stay.
+two-layer perceptron small enough to run in NumPy inside the pose rules (`PoseFallRules(head=)`),
+in one of two modes (saved in its file):
+
+- `veto`: the hand rules decide as before, and a person they read as down counts only if the
+  head's probability is at least its threshold (a low one: it vetoes what looks like daily life);
+- `decide`: the head replaces the rules' thresholds and sudden-descent rule; tracking and
+  `confirm_s` stay.
 
 Trained on tracked people of labelled clips (`fit`): after a fall's descent until the clip ends is
 "fallen", everything else (before the fall, daily activities, a person lying still who did not
@@ -38,6 +43,7 @@ FEATURES = (
 )
 HIDDEN = 16
 FORMAT = "edge_hf.posehead/1"
+MODES = ("veto", "decide")
 
 
 @dataclass
@@ -50,6 +56,7 @@ class PoseHead:
     b2: float
     threshold: float = 0.5
     trained_on: str = ""
+    mode: str = "decide"  # MODES
 
     def prob(self, x: np.ndarray) -> np.ndarray:
         """P(fallen) of feature rows `x` (N, len(FEATURES)) or one row."""
@@ -68,6 +75,7 @@ class PoseHead:
                     "w2": self.w2.tolist(),
                     "b2": self.b2,
                     "threshold": self.threshold,
+                    "mode": self.mode,
                     "trained_on": self.trained_on,
                 },
                 indent=1,
@@ -91,6 +99,9 @@ class PoseHead:
                 f"{key}: {path} was trained on features {d.get('features')}; this version reads "
                 f"{list(FEATURES)}: train it again (experiments/pose_head.py)"
             )
+        mode = d.get("mode", "decide")
+        if mode not in MODES:
+            raise UserError(f"{key}: {path} has mode {mode!r}; expected one of {', '.join(MODES)}")
         return cls(
             np.asarray(d["w1"], np.float64),
             np.asarray(d["b1"], np.float64),
@@ -98,6 +109,7 @@ class PoseHead:
             float(d["b2"]),
             float(d["threshold"]),
             str(d.get("trained_on", "")),
+            mode,
         )
 
 

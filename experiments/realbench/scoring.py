@@ -288,7 +288,11 @@ def replay_variant_seed(
     for fold in folds:
         rundir = fold_dir(Path(a.out), name, seed, fold)
         test, _ = split_fold(items, fold, Path(a.out))
-        head = fold_head(items, fold, seed, Path(a.out), v.pose_head) if v.pose_head else None
+        head = (
+            fold_head(items, fold, seed, Path(a.out), v.pose_head, v.pose_head_mode)
+            if v.pose_head
+            else None
+        )
         clips, ev, hours = run_fold_model(
             rundir / "model.onnx", test, vtest, rundir / "state", v.threshold,
             v.detection(), v.calibrated, v.vtest_negatives, v.person_config(head),

@@ -68,6 +68,7 @@ class Variant:
     # thresholds: each fold's own (realbench.posehead.fold_head, never fitted on its held-out
     # clips), at this threshold; 0: the hand rules.
     pose_head: float = 0.0
+    pose_head_mode: str = "decide"  # edge_hf.core.posehead.MODES
 
     def person_config(self, head: Path | None = None) -> dict[str, Any] | None:
         """The row's `person` config section (None: the stage is off); `head`: its fold's pose
@@ -199,6 +200,13 @@ POSE_ROWS = {
     "confirm 2 s": replace(PLAIN_160_RECIPE, person="combined", pose_head=0.5),
     "pose + learned head alone (MoveNet MultiPose, no CNN)": replace(
         PLAIN_160_RECIPE, person="pose", pose_head=0.5
+    ),
+    # Added after the two rows above and experiments/pose_head.py (so chosen knowing them, and
+    # the veto threshold 0.1 picked from 0.05 / 0.1 / 0.2 / 0.3 there): the hand rules decide,
+    # the head vetoes a "down" it gives less than 0.1.
+    "lite0 T=3 ImageNet falling+down 160px + pose rules vetoed by the learned head or "
+    "pose-confirmed CNN (combined), confirm 2 s": replace(
+        PLAIN_160_RECIPE, person="combined", pose_head=0.1, pose_head_mode="veto"
     ),
 }
 
