@@ -8,7 +8,7 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 EXTRAS := cpu,train,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card pose-model pose-bench arm64-check gpu-check bench-outage ha-check clean
+.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card pose-model pose-head pose-bench arm64-check gpu-check bench-outage ha-check clean
 
 help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips"
@@ -144,6 +144,13 @@ pose-model: $(STAMP)
 	$(POSE_VENV)/bin/python deploy/pose/convert_movenet.py \
 		--tfjs build/pose/package/models/movenet-multipose.json --out $(POSE_OUT)
 	$(PY) deploy/pose/convert_movenet.py --compare $(POSE_OUT) $(POSE_MODEL)
+
+# The learned pose head (#30 item 3) the example configs use (person.head): fitted on the tracked
+# people of every GMDCSA24 and ASSIST-IoT clip (MoveNet at 5 Hz, cached), mode veto at 0.1; and
+# its leave-one-out figures beside the hand rules' (benchmarks/results/real/pose_head.md). ~3 min.
+pose-head: $(STAMP)
+	PYTHONPATH=. $(PY) experiments/pose_head.py --mode veto --threshold 0.1 --final models/pose-head.json
+	PYTHONPATH=. $(PY) experiments/pose_head.py --mode veto --threshold 0.1 > benchmarks/results/real/pose_head.md
 
 # The pose stage on real footage: share of frames with the person found (standing, falling,
 # lying; per dataset and view), its cost per frame, and the pose + rules peer row. ~5 min.

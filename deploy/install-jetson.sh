@@ -118,6 +118,10 @@ if [ -f "$SRC/models/person-movenet-multipose-lightning.onnx" ]; then
     "$ROOT/var/lib/edge-hf/person.onnx"
   install -m 0644 "$SRC/models/LICENSE-movenet-Apache-2.0.txt" "$ROOT$PREFIX/LICENSE-movenet.txt"
 fi
+# The learned pose head (a small JSON of weights) the example configs point person.head at.
+if [ -f "$SRC/models/pose-head.json" ]; then
+  install -o edge-hf -g edge-hf -m 0640 "$SRC/models/pose-head.json" "$ROOT/var/lib/edge-hf/pose-head.json"
+fi
 if [ ! -f "$ROOT$CONF/config.yaml" ]; then
   install -m 0640 -g edge-hf "$SRC/deploy/examples/usb-camera.yaml" "$ROOT$CONF/config.yaml"
   echo "wrote $CONF/config.yaml from deploy/examples/usb-camera.yaml: edit cameras and mqtt"

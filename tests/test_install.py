@@ -111,6 +111,8 @@ def test_install_picks_the_wheels_of_its_jetpack(
     assert "Apache License" in (root / "opt/edge-hf/LICENSE-movenet.txt").read_text()
     config = (root / "etc/edge-hf/config.yaml").read_text()
     assert "model: /var/lib/edge-hf/person.onnx" in config
+    assert "head: /var/lib/edge-hf/pose-head.json" in config
+    assert '"mode": "veto"' in (root / "var/lib/edge-hf/pose-head.json").read_text()
 
 
 @pytest.mark.parametrize(

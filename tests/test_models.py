@@ -270,3 +270,22 @@ def test_the_pose_model_is_the_one_its_card_describes_with_its_licence() -> None
     assert "Apache License 2.0" in card
     licence = (MODELS / "LICENSE-movenet-Apache-2.0.txt").read_text()
     assert "Apache License" in licence and "Version 2.0" in licence
+
+
+def test_the_pose_head_is_the_one_its_card_describes() -> None:
+    import hashlib
+    import re
+
+    from edge_hf.core.posehead import PoseHead
+
+    path = MODELS / "pose-head.json"
+    card = (MODELS / "pose-head.md").read_text()
+    digest = re.search(r"sha256 `([0-9a-f]{64})`", card)
+    assert digest and hashlib.sha256(path.read_bytes()).hexdigest() == digest.group(1), (
+        "the card's sha256 is this file's (update the card after make pose-head)"
+    )
+    head = PoseHead.load(path)
+    assert head.mode == "veto" and f"threshold **{head.threshold:g}**" in card
+    assert "ASSIST-IoT" in card and "CC BY 4.0" in card  # the attribution its data requires
+    n = head.w1.size + head.b1.size + head.w2.size + 1
+    assert f"{n} weights" in card
