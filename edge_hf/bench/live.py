@@ -67,16 +67,20 @@ class _CountingSink:
         pass
 
 
+POSE_HEAD = Path("models/pose-head.json")  # the shipped person stage's learned head, if there
+
+
 def _config(
     model: Path, video: Path, names: list[str], state_dir: Path, person: Path | None = None
 ) -> Config:
+    head = POSE_HEAD if person is not None and POSE_HEAD.is_file() else None
     return Config(
         device_id="bench",
         model=ModelConfig(path=model, providers=["cpu"]),
         cameras=[CameraConfig(name=n, source=str(video), loop=True) for n in names],
         state_dir=state_dir,
         max_batch=max(16, len(names)),
-        person=PersonConfig(model=person),
+        person=PersonConfig(model=person, head=head),
     )
 
 
