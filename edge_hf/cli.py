@@ -78,7 +78,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     print(
         f"  person stage: on, {person.model} at {person.rate_hz:g} Hz, decision "
         f"{person.decision}{centred}"
-        f"{f', down read by the learned head {person.head}' if person.head else ''}"
+        f"{f', learned pose head {person.head}' if person.head else ''}"
         if person.model is not None
         else "  person stage: off (give person.model to run the pose model beside the classifier)"
     )
