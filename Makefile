@@ -151,6 +151,7 @@ pose-model: $(STAMP)
 pose-head: $(STAMP)
 	PYTHONPATH=. $(PY) experiments/pose_head.py --mode veto --threshold 0.1 --final models/pose-head.json
 	PYTHONPATH=. $(PY) experiments/pose_head.py --mode veto --threshold 0.1 > benchmarks/results/real/pose_head.md
+	PYTHONPATH=. $(PY) experiments/pose_head.py --mode veto --threshold 0.1 --plot benchmarks/results/real/pose_head.png
 
 # The pose stage on real footage: share of frames with the person found (standing, falling,
 # lying; per dataset and view), its cost per frame, and the pose + rules peer row. ~5 min.

@@ -102,6 +102,7 @@ def main() -> None:
     p.add_argument("--threshold", type=float, default=0.5)
     p.add_argument("--mode", choices=MODES, default="decide", help="how the rules use the head")
     p.add_argument("--final", type=Path, help="fit one head (seed 0) on every clip, write it here")
+    p.add_argument("--plot", type=Path, help="draw the head over six clips to this PNG")
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     from tqdm import tqdm
@@ -119,6 +120,9 @@ def main() -> None:
         negatives = {r["path"]: poses_of((NEGATIVES / r["path"]).resolve(), "", cache)
                      for r in csv.DictReader(fh)}  # fmt: skip
 
+    if a.plot:
+        plot(items, poses, a)
+        return
     results: dict[str, Any] = {"threshold": a.threshold, "mode": a.mode, "head": {}}
     results["rules"] = evaluate(items, poses, vtest, negatives, lambda fold: PoseFallRules)
     for seed in a.seeds:
@@ -134,6 +138,42 @@ def main() -> None:
     runs[f"{a.mode}, threshold {a.threshold:g}"] = results
     path.write_text(json.dumps(runs, indent=1))
     print(table(runs))
+
+
+PLOT_CLIPS = ("S3_Fall_01", "S1_Fall_13", "S4_ADL_19", "S3_ADL_15", "17_crawling",
+              "11_sitting_laying_down_slowly")  # fmt: skip
+
+
+def plot(items: list[Item], poses: dict[tuple[str, int], Poses], a: argparse.Namespace) -> None:
+    """Per clip (first view), the held-out fold head's P(fallen) of each tracked person at each
+    tick, the threshold, the ticks the hand rules read as down and the fall's labelled start."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    views = {it.clip_id: (key, it) for key, it in reversed(view_keys(items))}
+    fig, axes = plt.subplots(len(PLOT_CLIPS), 1, figsize=(9, 2.0 * len(PLOT_CLIPS)), sharey=True)
+    for ax, clip in zip(axes, PLOT_CLIPS, strict=True):
+        key, it = views[clip]
+        head = PoseHead.load(fold_head(items, it.fold, 0, a.out, a.threshold, a.mode))
+        record: list[tuple[float, Any]] = []
+        rules = PoseFallRules(record=record)
+        down = [t for t, _, found in poses[key] if rules.update(t, found).down]
+        ts = [t for t, _ in record]
+        ax.scatter(ts, [float(head.prob(x)) for _, x in record], s=8, label="head P(fallen)")
+        ax.axhline(head.threshold, color="grey", ls="--", lw=1, label=f"{a.mode} threshold")
+        for t in down:
+            ax.axvspan(t - 0.1, t + 0.1, color="tab:red", alpha=0.15, lw=0)
+        if it.start_s is not None:
+            ax.axvline(it.start_s, color="k", lw=1, label="fall starts (label)")
+        ax.set_title(f"{clip} ({it.label}, fold {it.fold}; red: the rules read 'down')", fontsize=9)
+        ax.set_ylim(-0.05, 1.05)
+    axes[0].legend(fontsize=7, loc="upper left")
+    axes[-1].set_xlabel("seconds")
+    fig.tight_layout()
+    fig.savefig(a.plot, dpi=90)
+    print(f"wrote {a.plot}")
 
 
 def _ms(values: list[float]) -> str:
