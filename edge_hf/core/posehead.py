@@ -102,15 +102,20 @@ class PoseHead:
         mode = d.get("mode", "decide")
         if mode not in MODES:
             raise UserError(f"{key}: {path} has mode {mode!r}; expected one of {', '.join(MODES)}")
-        return cls(
-            np.asarray(d["w1"], np.float64),
-            np.asarray(d["b1"], np.float64),
-            np.asarray(d["w2"], np.float64),
-            float(d["b2"]),
-            float(d["threshold"]),
-            str(d.get("trained_on", "")),
-            mode,
-        )
+        try:
+            head = cls(
+                np.asarray(d["w1"], np.float64),
+                np.asarray(d["b1"], np.float64),
+                np.asarray(d["w2"], np.float64),
+                float(d["b2"]),
+                float(d["threshold"]),
+                str(d.get("trained_on", "")),
+                mode,
+            )
+            head.prob(np.zeros(len(FEATURES)))  # the shapes fit together
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserError(f"{key}: {path} is not a pose head file ({exc!r})") from None
+        return head
 
 
 def fit(

@@ -21,7 +21,7 @@ from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings
 from edge_hf.core.posehead import fit
 from edge_hf.training.data import parse_crop
 
-from .items import GMDCSA_DESCENT_S, REVERSE, VTEST, VTEST_CALIBRATION_S, Item
+from .items import GMDCSA_DESCENT_S, REVERSE, VTEST, VTEST_CALIBRATION_S, Item, views
 
 RATE_HZ = 5.0  # the person stage's default rate
 DESCENT_LEAD_S = 0.3
@@ -30,13 +30,8 @@ Poses = list[tuple[float, tuple[int, int], list[Person]]]
 
 
 def view_keys(items: list[Item]) -> list[tuple[tuple[str, int], Item]]:
-    """((clip, view number), item) of each clip view."""
-    seen: dict[str, int] = {}
-    out = []
-    for it in items:
-        seen[it.clip_id] = seen.get(it.clip_id, 0) + 1
-        out.append(((it.clip_id, seen[it.clip_id]), it))
-    return out
+    """((clip, view number), item) of each clip view (`items.views`' numbering)."""
+    return [((it.clip_id, view), it) for it, view, _ in views(items)]
 
 
 def poses_of(path: Path, crop: str, cache_dir: Path) -> Poses:
