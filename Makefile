@@ -168,7 +168,9 @@ bench: $(STAMP) mosquitto
 
 # Opt-in (not in `make test`): the daemon's CPU runtime on Debian arm64 under qemu-user-static
 # (debootstrap root in build/arm64-root, PyPI's aarch64 wheels), `check` and `replay` of the demo
-# fall compared with this machine's events. Needs root and the network to Debian's mirror and PyPI.
+# fall (demo model) and of a real fall and walk (the shipped real pipeline: classifier, person
+# stage, pose head) compared with this machine's events. Needs root and the network to Debian's
+# mirror and PyPI; about 30 minutes (the emulated person stage is slow).
 arm64-check: $(STAMP)
 	PYTHON=$(PY) bash deploy/arm64-check.sh
 
