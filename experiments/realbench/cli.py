@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from . import conditions
+from .conditions import NEGATIVES
 from .items import ASSIST, FOLDS, GMDCSA, REVERSE, VTEST, load_items
 from .scoring import replay_variant_seed, run_shipped, run_variant_seed
 from .tables import plot_tradeoff, results_md, table, table_rows
@@ -44,6 +46,12 @@ def main() -> None:
         help="run the reverse cross-source fold of --variants (train ASSIST-IoT + generated "
         "clips, test GMDCSA24) instead of the five leave-one-out folds",
     )  # fmt: skip
+    p.add_argument(
+        "--conditions", nargs="*", metavar="CONDITION",
+        help="run the conditions benchmark (#40: far, night, partial, ...; none named: all) "
+        "with the shipped recipe instead of rows; writes <out>/conditions.{json,md,png}",
+    )  # fmt: skip
+    p.add_argument("--negatives", default=str(NEGATIVES), help="clips where nobody falls")
     p.add_argument("--final", metavar="VARIANT", help="train this row's recipe on all clips")
     p.add_argument("--runs-file", help="results JSON (default <out>/runs.json), e.g. per process")
     p.add_argument("--export", default="models/fall-real.onnx", help="where --final writes")
@@ -65,6 +73,9 @@ def main() -> None:
         plot_tradeoff(runs, rows, out / "tradeoff.png")
         print(table(runs, rows), flush=True)
 
+    if a.conditions is not None:
+        conditions.main(a, items)
+        return
     if a.final:
         print(f"wrote {train_final(a.final, items, a, Path(a.export))}")
         return

@@ -5,12 +5,15 @@ the summed figures of a row and seed.
 from __future__ import annotations
 
 import argparse
+import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from edge_hf.core.pose import MIN_PERSON_SCORE, Person, PoseEstimator
 from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.calibrate import quiet_point, suggested_threshold
 from edge_hf.daemon.config import Config, DetectionConfig
@@ -43,12 +46,14 @@ def replay_scores(
     threshold: float = 0.5,
     detection: dict[str, Any] | None = None,
     person: dict[str, Any] | None = None,
+    pose_memo: dict[bytes, list[Person]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Replay each (name, video, crop) through the daemon's pipeline with `detection` settings
     (default: the daemon's, confirm_s 0) and `person` (the person stage; default off); per
     camera its window scores, the
     times (s from the clip start) of its events, and (not saved) its detector, which kept what it
-    was fed (`trace`)."""
+    was fed (`trace`). `pose_memo`: the pose model's answers by frame, kept across replays of the
+    same files (the pose model is the same in every fold; only the CNN and the head differ)."""
     cams = [
         {"name": n, "source": str(p), "crop": [int(v) for v in c.split(",")] if c else None}
         for n, p, c in cameras
@@ -66,6 +71,8 @@ def replay_scores(
     threads = torch.get_num_threads()
     sink = RecordingSink()
     pipeline = build_pipeline(cfg, sink, score_history=None, live=False)
+    if pipeline.person is not None and pose_memo is not None:
+        pipeline.person.estimator = MemoEstimator(pipeline.person.estimator, pose_memo)
     for cam in pipeline.cameras:
         cam.detector.trace = []
     try:
@@ -86,6 +93,30 @@ def replay_scores(
             "detector": cam.detector,
         }
     return out
+
+
+class MemoEstimator(PoseEstimator):
+    """A PoseEstimator that answers a frame it has seen before from `memo` (keyed by the frame's
+    bytes' digest): replay feeds the same pose frames to every fold and seed."""
+
+    def __init__(self, inner: PoseEstimator, memo: dict[bytes, list[Person]]) -> None:
+        # (not PoseEstimator.__init__: no second session; `inner` answers what is new)
+        self.inner, self.memo = inner, memo
+        self.path, self.side = inner.path, inner.side
+
+    def people_batch(
+        self, frames_rgb: Sequence[np.ndarray], min_score: float = MIN_PERSON_SCORE
+    ) -> list[list[Person]]:
+        if min_score != MIN_PERSON_SCORE:
+            return self.inner.people_batch(frames_rgb, min_score)
+        keys = [hashlib.blake2b(f.tobytes(), digest_size=16).digest() for f in frames_rgb]
+        todo = [i for i, k in enumerate(keys) if k not in self.memo]
+        if todo:
+            for i, found in zip(
+                todo, self.inner.people_batch([frames_rgb[i] for i in todo]), strict=True
+            ):
+                self.memo[keys[i]] = found
+        return [self.memo[k] for k in keys]
 
 
 def redetect(
