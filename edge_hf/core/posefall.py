@@ -86,6 +86,7 @@ class PoseVerdict:
     fall: bool  # someone is fallen (confirmed and not up again)
     reasons: list[str] = field(default_factory=list)
     new_fall: bool = False  # a fall was confirmed at this tick (once per fall)
+    t: float = 0.0  # the pose tick's sample time (the camera's clock: monotonic live, media time)
 
 
 def is_upright(f: PoseFeatures, person: Person, s: PoseRuleSettings) -> bool:
@@ -177,7 +178,7 @@ class PoseFallRules:
         return pairs
 
     def update(self, t: float, people: list[Person]) -> PoseVerdict:
-        s, verdict = self.s, PoseVerdict(False, False)
+        s, verdict = self.s, PoseVerdict(False, False, t=t)
         for tr, p in self._match(people, t):
             f = features(p)
             x = None

@@ -217,6 +217,10 @@ class FallDetector:
         # timestamps an event carries are wall clock, so an NTP step never stretches a timer.
         self.wall = wall or (lambda t: t)
         self._pose_down_at = float("-inf")
+        self._pose_fall_at: float | None = None  # a pose fall fed, raised with the next window
+        # False while this camera's person stage is failing (`degraded`): the classifier then
+        # decides alone, as with decision `cnn`, rather than not at all.
+        self.pose_ok = True
         self.threshold, self.model = threshold, model
         self.keeps_pictures = cfg.snapshot  # the start's picture goes with it (SnapshotSink)
         self._recent: deque[float] = deque(maxlen=cfg.n)
@@ -241,23 +245,21 @@ class FallDetector:
         centre_frame: np.ndarray | None = None,
         down: float | None = None,
         evidence: np.ndarray | None = None,
-        pose: PoseVerdict | None = None,
     ) -> list[FallEvent]:
-        """Feed one window's fall (and, if the model has one, down) probability at Unix time `t`;
-        return the events it causes (0 or 1). `centre_frame` is the window's centre frame as the
-        model saw it (RGB); `evidence` the same moment at camera resolution (BGR), if kept;
-        `pose` the pose rules' latest verdict (person stage on)."""
+        """Feed one window's fall (and, if the model has one, down) probability at detector time
+        `t`; return the events it causes (0 or 1). `centre_frame` is the window's centre frame as
+        the model saw it (RGB); `evidence` the same moment at camera resolution (BGR), if kept.
+        Pose verdicts up to `t` come first, through `on_pose`, in time order."""
         self.last_score = score
         self._recent.append(score)
         if self.trace is not None:
             self.trace.append((t, score, down))
-        if pose is not None and pose.down:
-            self._pose_down_at = t
-        pose_fall = self.decision in POSE_RAISES and pose is not None and pose.new_fall
-        if pose_fall and self._open is None and t >= self._cooldown_until:
-            self._candidate = None
-            log.info("%s: the pose rules confirmed a fall", self.camera)
-            return [self._start(score, t, centre_frame, evidence=evidence)]
+        if self._pose_fall_at is not None:
+            at, self._pose_fall_at = self._pose_fall_at, None
+            if self._open is None and at >= self._cooldown_until:
+                self._candidate = None
+                log.info("%s: the pose rules confirmed a fall at %.1f", self.camera, at)
+                return [self._start(score, t, centre_frame, evidence=evidence)]
         if down is not None and self.cfg.up_before_s:
             self._up.append((t, 1.0 - score - down))
             while self._up[0][0] < t - self.cfg.up_before_s - UP_BEFORE_GAP_S - 1.0:
@@ -292,8 +294,21 @@ class FallDetector:
             return [self._end(score, t, "max_duration")]
         return []
 
+    def on_pose(self, t: float, verdict: PoseVerdict) -> None:
+        """Feed one pose tick's verdict at detector time `t` (before the windows after it):
+        someone down opens the `both`/`combined` gate for POSE_DOWN_S from `t`; a confirmed pose
+        fall raises an event with the next window (whose picture it carries), if `decision` lets
+        a pose fall raise one. Every verdict is fed once: none is overwritten unseen."""
+        if verdict.down:
+            self._pose_down_at = max(self._pose_down_at, t)
+        if verdict.new_fall and self.decision in POSE_RAISES:
+            self._pose_fall_at = t
+
     def _cnn_may_start(self, t: float) -> bool:
-        """Whether the classifier may start an event or a candidate now (`decision`)."""
+        """Whether the classifier may start an event or a candidate now (`decision`; alone
+        while the camera's pose stage is failing, `pose_ok` False)."""
+        if not self.pose_ok:
+            return True
         if self.decision == "pose":
             return False
         if self.decision in ("both", "combined"):

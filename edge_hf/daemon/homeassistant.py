@@ -12,9 +12,10 @@ from typing import Any
 
 from edge_hf import __version__
 
-# online; slow: frames too seldom for the model's interval; blind: the picture black or frozen;
-# stalled: no frames; offline: not running.
-CAMERA_STATUSES = ("online", "slow", "blind", "stalled", "offline")
+# online; slow: frames too seldom for the model's interval; degraded: the person stage fails on
+# this camera (the classifier decides alone); blind: the picture black or frozen; stalled: no
+# frames; offline: not running.
+CAMERA_STATUSES = ("online", "slow", "degraded", "blind", "stalled", "offline")
 
 # Home Assistant entities per camera: (component, object id suffix); the image only for cameras
 # with snapshots on.
@@ -108,7 +109,9 @@ def camera_config(d: Discovery, camera: str, component: str = "binary_sensor") -
     box_up = {"topic": f"{d.base}/availability"}
     camera_up = {
         "topic": f"{base}/status",
-        "value_template": "{{ 'online' if value in ('online', 'slow') else 'offline' }}",
+        "value_template": (
+            "{{ 'online' if value in ('online', 'slow', 'degraded') else 'offline' }}"
+        ),
     }
     # Per component: the entity's name and its own keys. Availability is the box's alone unless
     # given: a fall stays visible while its camera is stalled.

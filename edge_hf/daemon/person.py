@@ -4,7 +4,8 @@ rules per camera, and what they say handed to the camera's detector.
 A capture thread (or replay) offers every sampled frame to its camera's `PoseSlot`; the slot keeps
 one, scaled for the pose model, once per `1 / rate_hz`. `PersonStage.step` takes the cameras'
 new pose frames through the one pose session (one after another: the graph takes one frame a
-run), and each camera's latest `PoseVerdict` (and person boxes) stays until its next pose frame.
+run); each camera's `PoseVerdict`s are queued with their sample times (and its person boxes kept)
+until the inference loop feeds them to the camera's detector, in time order with its windows.
 
 Live, `step` runs in the stage's own thread (`start`), beside the inference loop: the pose model
 and the classifier then use both cores at once instead of taking turns in one thread (`make
@@ -17,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,7 +32,8 @@ from edge_hf.daemon.config import PersonConfig
 
 log = logging.getLogger(__name__)
 
-MAX_ERRORS = 3  # consecutive pose failures the stage's thread tolerates before stopping all
+MAX_ERRORS = 3  # a camera's consecutive pose failures before it is `degraded`
+QUEUE = 64  # pose verdicts kept per camera for the inference loop (12.8 s at 5 Hz)
 
 
 class PoseSlot:
@@ -79,7 +82,14 @@ class PersonCounters:
 
 
 class PersonStage:
-    """One pose session for every camera, and each camera's pose rules."""
+    """One pose session for every camera, and each camera's pose rules.
+
+    Each pose tick's verdict is queued per camera with its sample time; the inference loop takes
+    those up to each window's newest sample (`verdicts_until`) and feeds them to the camera's
+    detector before the window, so a verdict is never overwritten unseen and the order is the
+    same live and in replay. A camera whose pose frames fail MAX_ERRORS times in a row is
+    `degraded` (`degraded`): its classifier decides alone until a pose frame succeeds again;
+    the other cameras are not touched."""
 
     def __init__(
         self, cfg: PersonConfig, providers: Providers, crop_rule: PersonCropRule | None = None
@@ -91,17 +101,18 @@ class PersonStage:
         self.settings = PoseRuleSettings(confirm_s=cfg.confirm_s, max_descent_s=cfg.max_descent_s)
         self.head = PoseHead.load(cfg.head) if cfg.head is not None else None
         self._rules: dict[str, PoseFallRules] = {}
-        self.verdicts: dict[str, PoseVerdict] = {}
+        self._queues: dict[str, deque[PoseVerdict]] = {}
         self.counters = PersonCounters()
         # A person-crop model's windows are cut around each camera's recent person boxes.
         self.crop_rule = crop_rule
         self.tracks: dict[str, BoxTrack] = {}
-        # Verdicts, tracks and counters are read by the inference loop while the stage's thread
+        # Queues, tracks and counters are read by the inference loop while the stage's thread
         # writes them: one lock (held for bookkeeping only, never around the pose model).
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self.failed = ""  # why the stage's thread gave up (it then stops the daemon)
+        self._errors: dict[str, int] = {}  # consecutive failures per camera
+        self.degraded: dict[str, str] = {}  # camera -> why its pose stage is failing
 
     @property
     def interval_s(self) -> float:
@@ -122,22 +133,14 @@ class PersonStage:
         `stop` is set."""
 
         def loop() -> None:
-            errors = 0
             while not stop.is_set():
                 if not self._wake.wait(0.5):
                     continue
                 self._wake.clear()
                 try:
                     self.step(slots)
-                    errors = 0
-                except Exception as exc:  # the pose model failed on a frame (a bug, a driver)
-                    errors += 1
-                    log.exception("person stage: pose model failed (%s), %d in a row", exc, errors)
-                    if errors >= MAX_ERRORS:
-                        # Pose verdicts would go stale while alerts still depend on them: stop
-                        # the daemon (Pipeline.run then exits non-zero, systemd restarts it).
-                        self.failed = f"the pose model failed {errors} times in a row ({exc})"
-                        stop.set()
+                except Exception:  # (step counts per camera; this would be a bug of its own)
+                    log.exception("person stage: step failed; going on")
 
         self._thread = threading.Thread(target=loop, name="person-stage", daemon=True)
         self._thread.start()
@@ -147,18 +150,37 @@ class PersonStage:
             self._thread.join(timeout_s)
 
     def step(self, slots: dict[str, PoseSlot]) -> None:
-        """Run the pose model on every camera's new frame and update that camera's verdict."""
+        """Run the pose model on every camera's new frame and queue that camera's verdict; a
+        camera whose frame fails is counted against that camera alone."""
         taken = [(name, got) for name, slot in slots.items() if (got := slot.take()) is not None]
-        if not taken:
-            return
-        t0 = time.perf_counter()
-        found = self.estimator.people_batch([frame for _, (_, frame) in taken])
+        for name, (t, frame) in taken:
+            t0 = time.perf_counter()
+            try:
+                people = self.estimator.people_batch([frame])[0]
+                with self._lock:
+                    self.counters.busy_ms += (time.perf_counter() - t0) * 1000
+                    self._update(name, t, frame.shape[:2], people)
+            except Exception as exc:  # the pose model or head fails on this camera's frames
+                self._failed(name, exc)
+
+    def _failed(self, name: str, exc: Exception) -> None:
         with self._lock:
-            self.counters.busy_ms += (time.perf_counter() - t0) * 1000
-            for (name, (t, frame)), people in zip(taken, found, strict=True):
-                self._update(name, t, frame.shape[:2], people)
+            n = self._errors[name] = self._errors.get(name, 0) + 1
+            if n == MAX_ERRORS:
+                self.degraded[name] = f"the pose model failed {n} times in a row ({exc})"
+        if n < MAX_ERRORS:
+            log.warning("%s: person stage: the pose model failed (%s), %d in a row", name, exc, n)
+        elif n == MAX_ERRORS:
+            log.error(
+                "%s: person stage degraded: the pose model failed %d times in a row (%s); the "
+                "classifier decides alone on this camera until a pose frame succeeds again",
+                name, n, exc,
+            )  # fmt: skip
 
     def _update(self, name: str, t: float, frame_hw: tuple[int, int], people: list[Person]) -> None:
+        if self._errors.pop(name, 0) >= MAX_ERRORS:
+            self.degraded.pop(name, None)
+            log.warning("%s: person stage working again", name)
         if self.crop_rule is not None:
             track = self.tracks.setdefault(name, BoxTrack(self.crop_rule, keep_s=60.0))
             track.add(t, normalised([p.box for p in people], frame_hw))
@@ -171,7 +193,11 @@ class PersonStage:
         if verdict.new_fall:
             self.counters.falls[name] = self.counters.falls.get(name, 0) + 1
             log.info("%s: pose rules: fall (%s)", name, ", ".join(sorted(set(verdict.reasons))))
-        self.verdicts[name] = verdict
+        queue = self._queues.setdefault(name, deque())
+        queue.append(verdict)
+        if len(queue) > QUEUE:  # the inference loop is far behind: drop the oldest, not a fall
+            drop = next((v for v in queue if not v.new_fall), queue[0])
+            queue.remove(drop)
 
     def boxes_for(self, camera: str, t: float) -> list[tuple[float, float, float, float]]:
         """The person boxes a window of `camera` whose newest sample is at `t` is cut around."""
@@ -179,10 +205,16 @@ class PersonStage:
             track = self.tracks.get(camera)
             return track.boxes_for(t) if track is not None else []
 
-    def verdict(self, camera: str) -> PoseVerdict | None:
-        """The camera's latest verdict; a `new_fall` is handed out once."""
+    def verdicts_until(self, camera: str, t: float) -> list[PoseVerdict]:
+        """The camera's queued verdicts of pose ticks at or before sample time `t`, oldest first,
+        each handed out once (later ones stay for the windows after `t`)."""
         with self._lock:
-            v = self.verdicts.get(camera)
-            if v is not None and v.new_fall:
-                self.verdicts[camera] = PoseVerdict(v.down, v.fall, v.reasons)
-            return v
+            queue = self._queues.get(camera)
+            out: list[PoseVerdict] = []
+            while queue and queue[0].t <= t + 1e-6:
+                out.append(queue.popleft())
+            return out
+
+    def is_degraded(self, camera: str) -> bool:
+        with self._lock:
+            return camera in self.degraded

@@ -177,9 +177,20 @@ class Pipeline:
                 cam.scores.append(score)
                 mid = len(w.frames) // 2
                 t = to_unix(w.arrivals[-1])  # when the newest frame arrived (detector time)
-                pose = self.person.verdict(cam.cfg.name) if self.person is not None else None
-                for event in cam.detector.update(score, t, w.frames[mid], down, w.evidence, pose):
+                self._feed_pose(cam, w.times[-1], to_unix)
+                for event in cam.detector.update(score, t, w.frames[mid], down, w.evidence):
                     self.sink.send(event)
+
+    def _feed_pose(
+        self, cam: CameraRuntime, until: float, to_unix: Callable[[float], float]
+    ) -> None:
+        """The camera's pose verdicts up to the window's newest sample, to its detector in time
+        order (the one decision point: the same order live and in replay)."""
+        if self.person is None:
+            return
+        for verdict in self.person.verdicts_until(cam.cfg.name, until):
+            cam.detector.on_pose(to_unix(verdict.t), verdict)
+        cam.detector.pose_ok = not self.person.is_degraded(cam.cfg.name)
 
     def _frames(self, cam: CameraRuntime, w: Window) -> list[np.ndarray]:
         """The window's frames as the model takes them: as they are, or (a person-crop model)
@@ -253,6 +264,8 @@ class Pipeline:
                 status = "blind"
             if status == "online" and st.slow(cam.interval_s):
                 status = "slow"
+            if status == "online" and self.person is not None:
+                status = "degraded" if self.person.is_degraded(cam.cfg.name) else status
             if status != cam.status:
                 self._say_status(cam, status)
                 cam.status = status
@@ -273,7 +286,12 @@ class Pipeline:
                 "no fall can be seen",
                 name, st.blind_reason, time.monotonic() - (st.blind_since or 0),
             )  # fmt: skip
-        elif cam.status in ("slow", "blind"):
+        elif status == "degraded":
+            log.warning(
+                "%s: degraded: the person stage fails on this camera, the classifier decides "
+                "alone (see the person stage's error above)", name,
+            )  # fmt: skip
+        elif cam.status in ("slow", "blind", "degraded"):
             log.info("%s: camera %s again (was %s)", name, status, cam.status)
 
     def command(self, camera: str, command: str) -> None:
@@ -387,8 +405,6 @@ class Pipeline:
                     break
         finally:
             self.shutdown(drain_s)
-        if self.person is not None and self.person.failed:
-            raise RuntimeError(f"person stage: {self.person.failed}; stopping (restart to retry)")
 
     def shutdown(self, drain_s: float) -> None:
         """Stop capture, classify what is left within the budget, close events, close the sink."""

@@ -37,7 +37,7 @@ class CameraSnapshot:
     last_score: float
     events_started: int
     events_ended: int
-    status: str = "starting"  # what MQTT says: online, slow, blind, stalled, offline
+    status: str = "starting"  # what MQTT says: online, slow, degraded, blind, stalled, offline
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,7 @@ class Snapshot:
                 "skipped": c.skipped,
                 "dropped": c.dropped,
                 "last_score": round(c.last_score, 4),
+                "status": c.status,
             }
             for c in self.cameras
         }

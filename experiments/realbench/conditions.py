@@ -4,7 +4,8 @@ person, on a portrait phone, at 5 fps, through a wide-angle lens, from higher up
 
 Each condition is a pure transform of the recorded frames (after the view's crop, at most
 `RENDER_SIDE` pixels on the long side), rendered once
-into `<out>/conditions/<condition>/` (MJPG, quality 95, the source's frame rate but for `low_rate`)
+into `<out>/conditions/<condition>/` (MJPG, quality 95, the frame nearest each 100 ms sampling
+tick, i.e. what the daemon samples from the recording; `low rate` every other one, at 5 fps)
 and then replayed like any clip: the daemon's pipeline, detector and person stage, each fold's own
 models, nothing fitted on a transformed frame. What each transform does is its docstring (the
 README's conditions table quotes them).
@@ -23,7 +24,7 @@ import json
 import logging
 import math
 import statistics
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -288,52 +289,72 @@ def _at_most(frame: Frame, side: int) -> Frame:
     return cv2.resize(frame, (round(w * s), round(h * s)), interpolation=cv2.INTER_AREA)
 
 
-def _sampled(
-    src: Path, crop: str, fps: float, out_fps: float | None
-) -> Iterator[tuple[float, Frame]]:
-    """(time, frame) of `src`'s crop; with `out_fps`, only the frame nearest each 1/out_fps tick."""
-    frames = [_at_most(f, RENDER_SIDE) for f, _ in _frames(src, parse_crop(crop))]
-    if out_fps is None:
-        yield from ((i / fps, f) for i, f in enumerate(frames))
-        return
-    duration = len(frames) / fps
-    for tick in range(max(1, math.ceil(duration * out_fps))):
-        t = tick / out_fps
-        yield t, frames[nearest_index(t, fps, len(frames))]
+# The daemon samples every 100 ms (the shipped model's interval) and the pose stage every other
+# sample: a file holding the frame nearest each 100 ms tick gives it exactly the frames the
+# recording would (the same nearest-frame rule), at a third of the frames to transform and write.
+TICK_S = 0.1
+
+
+def _ticks(src: Path, crop: str, fps: float) -> list[tuple[float, Frame]]:
+    """(tick time, frame) of `src`'s crop: the frame nearest each TICK_S tick, at most
+    RENDER_SIDE pixels on the long side."""
+    frames = [f for f, _ in _frames(src, parse_crop(crop))]
+    n = max(1, math.ceil(len(frames) / fps / TICK_S))
+    picked = [frames[nearest_index(k * TICK_S, fps, len(frames))] for k in range(n)]
+    return [(k * TICK_S, _at_most(f, RENDER_SIDE)) for k, f in enumerate(picked)]
+
+
+def _dst(it: Item, name: str, out: Path) -> Path:
+    return out / slug(name) / f"{it.path.stem}_{it.crop.replace(',', '-') or 'full'}.avi"
 
 
 def render(it: Item, name: str, out: Path) -> Item:
     """`it` (its view's crop) as condition `name` sees it, written once under `out`; the item
     pointing at the rendered file, with no crop."""
-    cond = CONDITIONS[name]
-    dst = out / slug(name) / f"{it.path.stem}_{it.crop.replace(',', '-') or 'full'}.avi"
-    if not dst.exists():
+    return render_item(it, [name], out)[0]
+
+
+def render_item(it: Item, names: list[str], out: Path) -> list[Item]:
+    """`render` of one clip view under several conditions, decoding it once."""
+    todo = [n for n in names if not _dst(it, n, out).exists()]
+    if todo:
         cap = cv2.VideoCapture(str(it.path))
         fps = cap.get(cv2.CAP_PROP_FPS) or it.fps or 30.0
         cap.release()
-        transform = cond.transform
-        if transform is _both_falling:
-            start = it.start_s or 0.0
+        ticks = _ticks(it.path, it.crop, fps)
+        for name in todo:
+            _write(it, name, ticks, _dst(it, name, out))
+    return [
+        replace(it, path=_dst(it, n, out).resolve(), crop="", fps=CONDITIONS[n].fps or 1 / TICK_S)
+        for n in names
+    ]
 
-            def transform(f: Frame, t: float, k: int) -> Frame:
-                return _both_falling(f, t, k, start)
 
-        tmp = dst.with_suffix(".part.avi")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        writer: cv2.VideoWriter | None = None
-        for k, (t, frame) in enumerate(_sampled(it.path, it.crop, fps, cond.fps)):
-            img = transform(frame, t, k)
-            if writer is None:
-                size = (img.shape[1], img.shape[0])
-                writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter.fourcc(*"MJPG"),
-                                         cond.fps or fps, size)  # fmt: skip
-                writer.set(cv2.VIDEOWRITER_PROP_QUALITY, 95)
-            writer.write(img)
+def _write(it: Item, name: str, ticks: list[tuple[float, Frame]], dst: Path) -> None:
+    cond = CONDITIONS[name]
+    transform = cond.transform
+    if transform is _both_falling:
+        start = it.start_s or 0.0
+
+        def transform(f: Frame, t: float, k: int) -> Frame:
+            return _both_falling(f, t, k, start)
+
+    rate = cond.fps or 1.0 / TICK_S
+    step = max(1, round(1.0 / (rate * TICK_S)))  # low rate: every other tick
+    tmp = dst.with_suffix(".part.avi")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    writer: cv2.VideoWriter | None = None
+    for k, (t, frame) in enumerate(ticks[::step]):
+        img = transform(frame, t, k)
         if writer is None:
-            raise RuntimeError(f"{it.path}: no frame decoded")
-        writer.release()
-        tmp.rename(dst)
-    return replace(it, path=dst.resolve(), crop="", fps=cond.fps or it.fps)
+            size = (img.shape[1], img.shape[0])
+            writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter.fourcc(*"MJPG"), rate, size)
+            writer.set(cv2.VIDEOWRITER_PROP_QUALITY, 95)
+        writer.write(img)
+    if writer is None:
+        raise RuntimeError(f"{it.path}: no frame decoded")
+    writer.release()
+    tmp.rename(dst)
 
 
 def contact_sheet(items: list[Item], out: Path, png: Path) -> Path:
@@ -498,9 +519,8 @@ def render_all(names: list[str], items: list[Item], out: Path) -> None:
     """Render every clip view under every condition in `names` (once; a progress bar)."""
     from tqdm import tqdm
 
-    jobs = [(n, it) for n in names for it in items if it.label in CONDITIONS[n].labels]
-    for name, it in tqdm(jobs, desc="rendering the conditions", unit="clip"):
-        render(it, name, out)
+    for it in tqdm(items, desc="rendering the conditions", unit="clip view"):
+        render_item(it, [n for n in names if it.label in CONDITIONS[n].labels], out)
 
 
 def main(a: argparse.Namespace, items: list[Item]) -> None:
