@@ -12,7 +12,7 @@ import pytest
 from edge_hf.core.errors import UserError
 from edge_hf.core.pose import POSE_MODEL, Person, PoseEstimator, decode, features, letterbox
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, PoseVerdict
-from edge_hf.daemon.app import build_pipeline
+from edge_hf.daemon.app import build_pipeline, check
 from edge_hf.daemon.config import Config, DetectionConfig
 from edge_hf.daemon.events import FallDetector, ModelInfo
 from edge_hf.daemon.person import PoseSlot
@@ -79,6 +79,30 @@ def test_a_missing_or_wrong_pose_model_is_one_line(tmp_path: Path) -> None:
     demo = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
     with pytest.raises(UserError, match="expected MoveNet MultiPose"):
         PoseEstimator(demo)
+
+
+def test_a_pose_model_fixed_to_one_frame_size_is_refused_at_load(tmp_path: Path) -> None:
+    """#42 item 3: MoveNet exported with a fixed 256x256 input passed `check` and `doctor`, then
+    failed on every pose frame of a 16:9 camera (before: the daemon stopped). It is refused when
+    loaded, so `check` says it in one line."""
+    import onnx
+
+    model = onnx.load(str(MODEL))
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[1].dim_value, dims[2].dim_value = 256, 256
+    fixed = tmp_path / "fixed.onnx"
+    onnx.save(model, str(fixed))
+    with pytest.raises(UserError, match=r"person\.model: .*free height and width"):
+        PoseEstimator(fixed)
+    cfg = _person_cfg(tmp_path, GMDCSA / "S3_Fall_01.mp4", "combined")
+    text = tmp_path / "c.yaml"
+    text.write_text(
+        f"device_id: t\nmodel: {{path: {DEMO_MODEL}}}\nstate_dir: {tmp_path / 's'}\n"
+        f"cameras: [{{name: cam, source: {cfg.cameras[0].source}}}]\n"
+        f"person: {{model: {fixed}}}\n"
+    )
+    with pytest.raises(UserError, match="free height and width"):
+        check(text)
 
 
 # ------------------------------------------------------------------ pure geometry

@@ -157,6 +157,15 @@ class PoseEstimator:
             )
         if side % STRIDE:
             raise UserError(f"person.side: {side} is not a multiple of {STRIDE}")
+        # Each camera's frame keeps its own proportions (letterbox): a graph fixed to one size or
+        # taking floats would fail on every pose frame of some camera, so refuse it at load.
+        fixed = [d for d in inp.shape[1:3] if isinstance(d, int)]
+        if fixed or inp.type != "tensor(int32)":
+            raise UserError(
+                f"person.model: {path} takes {inp.type} {inp.shape}; the person stage needs "
+                "MoveNet MultiPose with a free height and width and int32 pixels, (1, H, W, 3) "
+                "(use models/person-movenet-multipose-lightning.onnx or `make pose-model`)"
+            )
         self._input, self.side = inp.name, side
 
     def people(self, frame_rgb: np.ndarray, min_score: float = MIN_PERSON_SCORE) -> list[Person]:
