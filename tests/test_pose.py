@@ -477,3 +477,30 @@ def test_the_live_threaded_daemon_gives_the_events_replay_gives_under_cpu_load(
             p.join()
     got = sorted((e.camera, e.type) for e in live.events if e.type == "start")
     assert got == want
+
+
+def test_a_vetoed_person_closes_the_classifiers_gate_under_combined_as_the_readme_says() -> None:
+    """#42 item 6: the README says what the code does. A person the head vetoes is not down for
+    anything: under `combined` a classifier fall at 0.95 raises nothing while the head vetoes
+    the lying person, and raises the fall without the head; under `either` the head changes
+    nothing for the classifier."""
+    from edge_hf.core.posehead import PoseHead
+
+    head = PoseHead.load(HEAD)
+    head.threshold = 1.0  # vetoes every "down" (P < 1 always)
+
+    def events(decision: str, with_head: bool) -> list[str]:
+        rules = PoseFallRules(head=head if with_head else None)
+        det = _detector(decision)
+        out: list[str] = []
+        for i in range(40):  # upright 1 s, then lying on the floor
+            t = i * 0.1
+            if i % 2 == 0:  # pose ticks at 5 Hz
+                p = _person(5, STAND, 200) if t < 1.0 else _person(88, FLOOR, 280)
+                det.on_pose(t, rules.update(t, [p]))
+            out += [e.type for e in det.update(0.95 if t >= 1.2 else 0.05, t)]
+        return out
+
+    assert "start" in events("combined", with_head=False)
+    assert events("combined", with_head=True) == []
+    assert "start" in events("either", with_head=True)
