@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import cv2
 import numpy as np
 
 from edge_hf.core.hyperframe import nearest_index
@@ -154,18 +155,27 @@ class CameraStats:
 SLOW_FACTOR = 1.5  # frames this many sampling intervals apart, on average, make a camera slow
 SLOW_MIN_FRAMES = 10
 DARK_LEVEL = 12.0  # mean grey level under this: a black picture (covered lens, dead sensor)
-STILL_DIFF = 3  # no pixel moved more than this between samples: an unchanged picture
+# A picture with no detail: once sensor noise is smoothed away (5x5 mean), its grey levels vary
+# less than this (a lens covered by a hand or a cap in daylight: flat grey plus noise).
+FLAT_SD = 3.0
+# An unchanged picture: fewer than this share of the pixels changed at all since the previous
+# sample. A live sensor changes nearly every pixel a little (noise, and each key frame of a
+# stream); a frozen stream repeats the same pixels exactly, except perhaps a small burnt-in clock.
+STILL_SHARE = 0.02
 
 
 def picture_problem(frame: np.ndarray, previous: np.ndarray | None) -> str:
-    """ "black", "unchanged" or "" for a sampled model-size RGB frame (every 4th pixel looked at:
-    cheap enough for every sample)."""
-    small = frame[::4, ::4]
+    """ "black", "featureless", "unchanged" or "" for a sampled model-size RGB frame (every 2nd
+    pixel looked at: cheap enough for every sample)."""
+    small = frame[::2, ::2]
     if float(small.mean()) < DARK_LEVEL:
         return "black"
+    grey = small.mean(axis=2, dtype=np.float32)
+    if float(cv2.blur(grey, (5, 5)).std()) < FLAT_SD:
+        return "featureless"
     if previous is not None:
-        diff = np.abs(small.astype(np.int16) - previous[::4, ::4].astype(np.int16))
-        if int(diff.max()) <= STILL_DIFF:
+        changed = np.any(small != previous[::2, ::2], axis=2)
+        if float(changed.mean()) < STILL_SHARE:
             return "unchanged"
     return ""
 

@@ -1,0 +1,105 @@
+"""Capture: what the capture thread says about the picture it samples (#42 item 14)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from edge_hf.core.video import to_model_rgb
+from edge_hf.daemon.capture import picture_problem
+from edge_hf.daemon.sinks import RecordingSink
+from edge_hf.training.synth import write_video
+from tests.conftest import SHARED_DATA
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_MODEL = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
+VTEST = SHARED_DATA / "capture" / "vtest.avi"
+needs_vtest = pytest.mark.skipif(not VTEST.is_file(), reason="../shared/data/capture absent")
+SIZE = (160, 160)
+
+
+def _vtest_frames(n: int, step: int = 3) -> list[np.ndarray]:
+    """`n` frames of vtest.avi `step` frames apart, BGR at camera resolution."""
+    cap = cv2.VideoCapture(str(VTEST))
+    out = []
+    for i in range(n * step):
+        ok, frame = cap.read()
+        assert ok
+        if i % step == 0:
+            out.append(frame)
+    cap.release()
+    return out
+
+
+def _model(frame_bgr: np.ndarray) -> np.ndarray:
+    return to_model_rgb(frame_bgr, SIZE)
+
+
+def _covered(k: int, shape: tuple[int, int, int] = (480, 640, 3)) -> np.ndarray:
+    """A lens covered in daylight: flat grey with a sensor's noise (sd 8), new every frame."""
+    rng = np.random.default_rng(k)
+    return np.clip(128 + rng.normal(0, 8, shape), 0, 255).astype(np.uint8)
+
+
+def _frozen_with_clock(frame: np.ndarray, k: int) -> np.ndarray:
+    """A frozen stream whose burnt-in clock still ticks."""
+    out = frame.copy()
+    cv2.putText(out, f"2026-12-07 12:00:{k:02d}.{k % 10}", (10, 40), cv2.FONT_HERSHEY_SIMPLEX, 1.2,
+                (255, 255, 255), 2)  # fmt: skip
+    return out
+
+
+@needs_vtest
+def test_a_real_street_is_neither_blind_featureless_nor_unchanged() -> None:
+    frames = [_model(f) for f in _vtest_frames(20)]
+    assert [picture_problem(b, a) for a, b in itertools.pairwise(frames)] == [""] * 19
+
+
+def test_a_covered_lens_with_sensor_noise_is_featureless() -> None:
+    """Before, a flat grey picture with noise was neither black nor unchanged: `online`."""
+    frames = [_model(_covered(k)) for k in range(5)]
+    assert [picture_problem(b, a) for a, b in itertools.pairwise(frames)] == ["featureless"] * 4
+
+
+@needs_vtest
+def test_a_frozen_stream_with_a_ticking_clock_is_unchanged() -> None:
+    """Before, the clock's few changing pixels counted as a live picture."""
+    still = _vtest_frames(1)[0]
+    frames = [_model(_frozen_with_clock(still, k)) for k in range(6)]
+    problems = [picture_problem(b, a) for a, b in itertools.pairwise(frames)]
+    assert problems == ["unchanged"] * 5
+
+
+def test_a_black_picture_is_black() -> None:
+    dark = np.full((120, 160, 3), 5, np.uint8)
+    assert picture_problem(dark, None) == "black"
+
+
+def test_the_live_daemon_reports_a_covered_lens_blind(tmp_path: Path) -> None:
+    from edge_hf.daemon.app import build_pipeline
+    from edge_hf.daemon.config import Config
+
+    video = tmp_path / "covered.mp4"
+    write_video(video, (_covered(k, (96, 128, 3)) for k in range(20)), 10.0, (128, 96))
+    cfg = Config.model_validate({
+        "device_id": "box", "model": {"path": str(DEMO_MODEL), "providers": ["cpu"]},
+        "cameras": [{"name": "hall", "source": str(video), "loop": True, "blind_after_s": 1.0}],
+        "state_dir": str(tmp_path / "state"),
+    })  # fmt: skip
+    sink = RecordingSink()
+    pipeline = build_pipeline(cfg, sink, score_history=None)
+    pipeline.start()
+    th = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
+    th.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and ("hall", "blind") not in sink.statuses:
+        time.sleep(0.1)
+    pipeline.stop.set()
+    th.join(20)
+    assert ("hall", "blind") in sink.statuses
