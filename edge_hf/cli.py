@@ -50,6 +50,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from edge_hf.daemon.app import camera_operating_point, check
+    from edge_hf.daemon.load import capacity_warning
 
     cfg, contract = check(Path(args.config))
     cams = ", ".join(f"{c.name}{'' if c.enabled else ' (disabled)'}" for c in cfg.cameras)
@@ -84,6 +85,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     )
     metrics = cfg.metrics
     print(f"  metrics: {f'on, {metrics.host}:{metrics.port}' if metrics.enabled else 'off'}")
+    warning = capacity_warning(
+        cfg.model.path.name, person.model is not None, len(cfg.enabled_cameras())
+    )
+    if warning:
+        print(f"  {warning}")
     return 0
 
 

@@ -12,10 +12,11 @@ from typing import Any
 
 from edge_hf import __version__
 
-# online; slow: frames too seldom for the model's interval; degraded: the person stage fails on
+# online; slow: frames too seldom for the model's interval; overloaded: the machine skips this
+# camera's windows (it does not keep up with all cameras); degraded: the person stage fails on
 # this camera (the classifier decides alone); blind: the picture black or frozen; stalled: no
 # frames; offline: not running.
-CAMERA_STATUSES = ("online", "slow", "degraded", "blind", "stalled", "offline")
+CAMERA_STATUSES = ("online", "slow", "overloaded", "degraded", "blind", "stalled", "offline")
 
 # Home Assistant entities per camera: (component, object id suffix); the image only for cameras
 # with snapshots on.
@@ -110,7 +111,7 @@ def camera_config(d: Discovery, camera: str, component: str = "binary_sensor") -
     camera_up = {
         "topic": f"{base}/status",
         "value_template": (
-            "{{ 'online' if value in ('online', 'slow', 'degraded') else 'offline' }}"
+            "{{ 'online' if value in ('online', 'slow', 'overloaded', 'degraded') else 'offline' }}"
         ),
     }
     # Per component: the entity's name and its own keys. Availability is the box's alone unless

@@ -15,8 +15,8 @@ crash (a retained `ON` left by a killed daemon is overwritten).
 Topics (prefix `edge_hf` by default):
 - `<prefix>/<device>/availability`         retained `online` / `offline` (also the last will)
 - `<prefix>/<device>/stats`                retained JSON health numbers (QoS 0)
-- `<prefix>/<device>/<camera>/status`      retained `online` / `slow` / `degraded` / `blind` /
-                                          `stalled` / `offline`
+- `<prefix>/<device>/<camera>/status`      retained `online` / `slow` / `overloaded` /
+                                          `degraded` / `blind` / `stalled` / `offline`
 - `<prefix>/<device>/<camera>/fall`        retained `ON` / `OFF`
 - `<prefix>/<device>/<camera>/event`       QoS 1 JSON event (see `event.schema.json`)
 - `<prefix>/<device>/<camera>/attributes`  retained: the camera's last event (entity attributes)
@@ -50,12 +50,13 @@ from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.status import SinkHealth, Snapshot
 
 log = logging.getLogger(__name__)
-# online; slow: frames too seldom for the model's interval; degraded: the person stage fails on
+# online; slow: frames too seldom for the model's interval; overloaded: the machine skips this
+# camera's windows (it does not keep up with all cameras); degraded: the person stage fails on
 # this camera (the classifier decides alone); blind: the picture black or frozen; stalled: no
 # frames; offline: not running.
 PAHO_LOG = logging.getLogger("edge_hf.daemon.paho")
 RECONNECT_MAX_S = 4  # the longest wait between two reconnect attempts
-CAMERA_STATUSES = ("online", "slow", "degraded", "blind", "stalled", "offline")
+CAMERA_STATUSES = ("online", "slow", "overloaded", "degraded", "blind", "stalled", "offline")
 WATCH_S = 2.0  # how often the network thread is checked
 MAX_SNAPSHOT_BYTES = 5_000_000  # a larger JPEG is not published (it stays on disk)
 HAND_OVER = 100  # most alerts held in paho's memory at once; the rest wait in the outbox

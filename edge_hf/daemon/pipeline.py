@@ -27,6 +27,7 @@ from edge_hf.daemon.capture import CaptureThread
 from edge_hf.daemon.classifier import Classifier
 from edge_hf.daemon.config import CameraConfig, Config
 from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.load import LOAD_PERIOD_S, LoadTotals, LoadWatch
 from edge_hf.daemon.person import PersonStage, PoseSlot
 from edge_hf.daemon.ring import FrameRing, Window
 from edge_hf.daemon.sdnotify import Notifier, watchdog_interval_s
@@ -147,6 +148,9 @@ class Pipeline:
         # Live, the person stage runs in its own thread (False: in this loop before each batch,
         # as replay runs it; `make bench` measures both).
         self.person_threaded = True
+        interval = min((c.interval_s for c in cameras), default=0.1)
+        self.load = LoadWatch(len(cameras), interval, person.cfg.rate_hz if person else 0.0)
+        self._next_load = float("-inf")
 
     # ------------------------------------------------------------------ the shared step
 
@@ -247,8 +251,22 @@ class Pipeline:
                 due.append((cam, w))
         return due
 
+    def _watch_load(self, now: float) -> None:
+        """Every LOAD_PERIOD_S: is the machine keeping up (`LoadWatch`)?"""
+        if now < self._next_load:
+            return
+        self._next_load = now + LOAD_PERIOD_S
+        pc = self.person.counters if self.person is not None else None
+        self.load.update(
+            LoadTotals(
+                sum(c.windows for c in self.cameras), sum(c.skipped for c in self.cameras),
+                self.stats.busy_ms, pc.frames if pc else 0, pc.busy_ms if pc else 0.0,
+            )
+        )  # fmt: skip
+
     def _update_status(self) -> None:
         now = time.monotonic()
+        self._watch_load(now)
         for cam in self.cameras:
             if cam.thread is None:
                 continue
@@ -264,6 +282,8 @@ class Pipeline:
                 status = "blind"
             if status == "online" and st.slow(cam.interval_s):
                 status = "slow"
+            if status in ("online", "slow") and self.load.overloaded:
+                status = "overloaded"  # the machine, not the camera (a starved reader is slow)
             if status == "online" and self.person is not None:
                 status = "degraded" if self.person.is_degraded(cam.cfg.name) else status
             if status != cam.status:
@@ -291,7 +311,7 @@ class Pipeline:
                 "%s: degraded: the person stage fails on this camera, the classifier decides "
                 "alone (see the person stage's error above)", name,
             )  # fmt: skip
-        elif cam.status in ("slow", "blind", "degraded"):
+        elif cam.status in ("slow", "overloaded", "blind", "degraded"):
             log.info("%s: camera %s again (was %s)", name, status, cam.status)
 
     def command(self, camera: str, command: str) -> None:
@@ -351,6 +371,8 @@ class Pipeline:
             latency_ms=tuple(self.stats.latency_ms),
             providers=tuple(self.classifier.providers),
             sinks=tuple(self.sink.health()),
+            overloaded=self.load.overloaded,
+            capacity_cameras=self.load.capacity,
         )
 
     def making_progress(self, now: float | None = None) -> bool:

@@ -37,7 +37,8 @@ class CameraSnapshot:
     last_score: float
     events_started: int
     events_ended: int
-    status: str = "starting"  # what MQTT says: online, slow, degraded, blind, stalled, offline
+    # what MQTT says: online, slow, overloaded, degraded, blind, stalled, offline
+    status: str = "starting"
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class Snapshot:
     latency_ms: tuple[float, ...]  # recent windows: newest sample -> decision
     providers: tuple[str, ...]
     sinks: tuple[SinkHealth, ...] = ()
+    overloaded: bool = False  # the machine skips windows (edge_hf.daemon.load)
+    capacity_cameras: int | None = None  # about how many cameras it holds (None: not yet known)
 
     def stats_payload(self) -> dict[str, object]:
         """The JSON of the retained MQTT stats topic (keys unchanged since 0.1)."""
@@ -76,6 +79,8 @@ class Snapshot:
             if self.inference_ms
             else None,
             "providers": list(self.providers),
+            "overloaded": self.overloaded,
+            "capacity_cameras": self.capacity_cameras,
         }
         for s in self.sinks:
             if s.name == "mqtt":
