@@ -69,11 +69,13 @@ def iou(a: tuple[float, float, float, float], b: tuple[float, float, float, floa
 class _Track:
     box: tuple[float, float, float, float]
     seen_t: float
+    id: int = 0  # per camera, from 1, in the order people were first seen
     upright_t: float | None = None
     upright_hip_y: float | None = None
     upright_height: float | None = None
     down_since: float | None = None
     fallen: bool = False
+    fell_at: float | None = None  # when the confirmed fall's "down" began
     # (t, hip_y, aspect) of the last HISTORY_S, for the head's features
     history: deque[tuple[float, float | None, float]] = field(default_factory=deque)
 
@@ -87,6 +89,11 @@ class PoseVerdict:
     reasons: list[str] = field(default_factory=list)
     new_fall: bool = False  # a fall was confirmed at this tick (once per fall)
     t: float = 0.0  # the pose tick's sample time (the camera's clock: monotonic live, media time)
+    # Who: (track id, box) of the person the fall is about (the one confirmed at this tick, else
+    # someone fallen, else someone down); box x0, y0, x1, y1 in pixels of the pose frame.
+    person: tuple[int, tuple[float, float, float, float]] | None = None
+    # (track id, seconds down) of each fallen person seen upright again at this tick
+    got_up: list[tuple[int, float]] = field(default_factory=list)
 
 
 def is_upright(f: PoseFeatures, person: Person, s: PoseRuleSettings) -> bool:
@@ -158,6 +165,7 @@ class PoseFallRules:
         self.s = settings or PoseRuleSettings()
         self.head, self.record = head, record
         self.tracks: list[_Track] = []
+        self._ids = 0
 
     def _match(self, people: list[Person], t: float) -> list[tuple[_Track, Person]]:
         self.tracks = [tr for tr in self.tracks if t - tr.seen_t <= self.s.forget_s]
@@ -169,7 +177,8 @@ class PoseFallRules:
                 if best is not None and _feet_distance(best.box, p.box) > self.s.max_feet_move:
                     best = None
             if best is None:
-                best = _Track(p.box, t)
+                self._ids += 1
+                best = _Track(p.box, t, self._ids)
                 self.tracks.append(best)
             else:
                 free.remove(best)
@@ -193,6 +202,8 @@ class PoseFallRules:
                     self._head_update(tr, p, f, x, t, verdict)
                     continue
             if is_upright(f, p, s):
+                if tr.fallen and tr.fell_at is not None:
+                    verdict.got_up.append((tr.id, t - tr.fell_at))
                 tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
                 tr.down_since, tr.fallen = None, False
                 continue
@@ -204,6 +215,7 @@ class PoseFallRules:
                 continue
             verdict.down = True
             verdict.reasons += why
+            verdict.person = verdict.person or (tr.id, tr.box)
             if tr.down_since is None:
                 sudden = tr.upright_t is not None and t - tr.upright_t <= s.max_descent_s
                 if not sudden:
@@ -211,10 +223,15 @@ class PoseFallRules:
                 tr.down_since = t
             if t - tr.down_since >= s.confirm_s and not tr.fallen:
                 tr.fallen = verdict.new_fall = True
+                tr.fell_at = tr.down_since
+                verdict.person = (tr.id, tr.box)
             verdict.fall = verdict.fall or tr.fallen
         # A fallen person the model stops finding (lying people are found less often) stays fallen
         # until forgotten or seen upright again.
-        verdict.fall = verdict.fall or any(tr.fallen for tr in self.tracks)
+        fallen = [tr for tr in self.tracks if tr.fallen]
+        verdict.fall = verdict.fall or bool(fallen)
+        if verdict.person is None and fallen:
+            verdict.person = (fallen[0].id, fallen[0].box)
         return verdict
 
     def _head_update(
@@ -228,14 +245,19 @@ class PoseFallRules:
         if upright:
             tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
         if float(head.prob(x)) < head.threshold:
+            if upright and tr.fallen and tr.fell_at is not None:
+                v.got_up.append((tr.id, t - tr.fell_at))
             tr.down_since = None
             if upright:
                 tr.fallen = False
             return
         v.down = True
         v.reasons.append("head")
+        v.person = v.person or (tr.id, tr.box)
         if tr.down_since is None:
             tr.down_since = t
         if t - tr.down_since >= self.s.confirm_s and not tr.fallen:
             tr.fallen = v.new_fall = True
+            tr.fell_at = tr.down_since
+            v.person = (tr.id, tr.box)
         v.fall = v.fall or tr.fallen

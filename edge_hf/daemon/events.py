@@ -101,6 +101,10 @@ class FallEvent:
     end_reason: str | None = None
     # start only, with snapshots on: the picture (never serialised; SnapshotSink takes it)
     evidence: Evidence | None = field(default=None, compare=False, repr=False)
+    # the person stage's person the fall is about: track id and box (x0, y0, x1, y1, 0-1 of the
+    # camera's view); None without the person stage or when it saw nobody down
+    person: tuple[int, tuple[float, float, float, float]] | None = None
+    down_s: float | None = None  # end with got_up: how long the person was down
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON payload (times as UTC ISO-8601, scores to 4 decimals)."""
@@ -117,9 +121,14 @@ class FallEvent:
         }
         if self.snapshot is not None:
             out["snapshot"] = self.snapshot
+        if self.person is not None:
+            track, box = self.person
+            out["person"] = {"track": track, "box": [round(float(v), 3) for v in box]}
         if self.type == "end":
             out["ended_at"] = iso(self.time)
             out["end_reason"] = self.end_reason
+            if self.down_s is not None:
+                out["down_s"] = round(float(self.down_s), 1)
         return out
 
     def to_json(self) -> str:
@@ -139,6 +148,12 @@ class FallEvent:
         if not isinstance(model, dict):
             raise TypeError("model is not an object")
         snapshot, reason = d.get("snapshot"), d.get("end_reason")
+        person = None
+        if isinstance(d.get("person"), dict):
+            box = tuple(float(v) for v in d["person"]["box"])
+            if len(box) != 4:
+                raise ValueError("person.box is not 4 numbers")
+            person = (int(d["person"]["track"]), box)
         return cls(
             d["event_id"], d["type"], d["camera"], d["device_id"],
             unix(d.get("time", d["started_at"])), unix(d["started_at"]),
@@ -146,6 +161,7 @@ class FallEvent:
             ModelInfo(str(model["name"]), int(model["window"]), float(model["interval_ms"])),
             snapshot if isinstance(snapshot, str) else None,
             reason if isinstance(reason, str) else None,
+            person=person,
         )  # fmt: skip
 
 
@@ -158,6 +174,7 @@ class _Open:
     started_at: float  # Unix time of the start: what the events say
     peak_score: float
     below: int = 0  # consecutive windows under the threshold
+    person: tuple[int, tuple[float, float, float, float]] | None = None
 
 
 @dataclass
@@ -218,6 +235,7 @@ class FallDetector:
         self.wall = wall or (lambda t: t)
         self._pose_down_at = float("-inf")
         self._pose_fall_at: float | None = None  # a pose fall fed, raised with the next window
+        self._pose_person: tuple[int, tuple[float, float, float, float]] | None = None
         # False while this camera's person stage is failing (`degraded`): the classifier then
         # decides alone, as with decision `cnn`, rather than not at all.
         self.pose_ok = True
@@ -294,15 +312,27 @@ class FallDetector:
             return [self._end(score, t, "max_duration")]
         return []
 
-    def on_pose(self, t: float, verdict: PoseVerdict) -> None:
+    def on_pose(self, t: float, verdict: PoseVerdict) -> list[FallEvent]:
         """Feed one pose tick's verdict at detector time `t` (before the windows after it):
         someone down opens the `both`/`combined` gate for POSE_DOWN_S from `t`; a confirmed pose
         fall raises an event with the next window (whose picture it carries), if `decision` lets
-        a pose fall raise one. Every verdict is fed once: none is overwritten unseen."""
+        a pose fall raise one; the fallen person seen up again ends the open event (`got_up`,
+        with `down_s`). Every verdict is fed once: none is overwritten unseen."""
+        if verdict.down or verdict.fall:
+            self._pose_person = verdict.person or self._pose_person
         if verdict.down:
             self._pose_down_at = max(self._pose_down_at, t)
         if verdict.new_fall and self.decision in POSE_RAISES:
             self._pose_fall_at = t
+            self._pose_person = verdict.person
+        ev = self._open
+        if ev is not None and self.cfg.end_when_up and verdict.got_up:
+            ups = dict(verdict.got_up)
+            mine = ev.person[0] if ev.person is not None else None
+            if mine is None or mine in ups:  # (another person getting up ends nothing)
+                down_s = ups[mine] if mine is not None else max(ups.values())
+                return [self._end(self.last_score, t, "got_up", down_s)]
+        return []
 
     def _cnn_may_start(self, t: float) -> bool:
         """Whether the classifier may start an event or a candidate now (`decision`; alone
@@ -380,7 +410,10 @@ class FallDetector:
         started = t if started is None else started
         started_at = self.wall(started)
         event_id = str(uuid.uuid5(_NAMESPACE, f"{self.device_id}/{self.camera}/{started_at:.3f}"))
-        self._open = _Open(event_id, started, started_at, score)
+        # The person the pose stage saw down, if it did lately (the fall is about them).
+        recent = t - self._pose_down_at <= POSE_DOWN_S or self._pose_fall_at is not None
+        person = self._pose_person if recent else None
+        self._open = _Open(event_id, started, started_at, score, person=person)
         self.counts.start += 1
         log.info("%s: fall started (score %.2f) event %s", self.camera, score, event_id)
         event = self._event("start", score, t)
@@ -388,8 +421,8 @@ class FallDetector:
             return event
         return replace(event, evidence=Evidence(evidence, frame))
 
-    def _end(self, score: float, t: float, reason: str) -> FallEvent:
-        event = self._event("end", score, t, reason)
+    def _end(self, score: float, t: float, reason: str, down_s: float | None = None) -> FallEvent:
+        event = replace(self._event("end", score, t, reason), down_s=down_s)
         self._open = None
         self._recent.clear()
         self._cooldown_until = t + self.cfg.cooldown_s
@@ -407,5 +440,5 @@ class FallDetector:
         at = self.wall(t) if kind == "start" else ev.started_at + max(0.0, t - ev.started)
         return FallEvent(
             ev.event_id, kind, self.camera, self.device_id, at, ev.started_at, score,
-            ev.peak_score, self.model, None, reason,
+            ev.peak_score, self.model, None, reason, person=ev.person,
         )  # fmt: skip

@@ -188,6 +188,10 @@ class PersonStage:
         if rules is None:
             rules = self._rules[name] = PoseFallRules(self.settings, head=self.head)
         verdict = rules.update(t, people)
+        if verdict.person is not None:  # its box as 0-1 of the camera's view (what events say)
+            who, (x0, y0, x1, y1) = verdict.person
+            h, w = frame_hw
+            verdict.person = (who, (x0 / w, y0 / h, x1 / w, y1 / h))
         self.counters.frames += 1
         self.counters.found += bool(people)
         if verdict.new_fall:

@@ -193,7 +193,8 @@ class Pipeline:
         if self.person is None:
             return
         for verdict in self.person.verdicts_until(cam.cfg.name, until):
-            cam.detector.on_pose(to_unix(verdict.t), verdict)
+            for event in cam.detector.on_pose(to_unix(verdict.t), verdict):
+                self.sink.send(event)
         cam.detector.pose_ok = not self.person.is_degraded(cam.cfg.name)
 
     def _frames(self, cam: CameraRuntime, w: Window) -> list[np.ndarray]:

@@ -1,0 +1,108 @@
+"""The person stage with several people, and a fall the person gets up from (#40 items 4, 5):
+real clips, composited where two people are needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from edge_hf.daemon.app import build_pipeline
+from edge_hf.daemon.config import Config
+from edge_hf.daemon.events import FallEvent
+from edge_hf.daemon.replay import replay as replay_files
+from edge_hf.daemon.sinks import RecordingSink
+from edge_hf.training.synth import write_video
+from tests.conftest import SHARED_DATA
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_MODEL = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
+POSE = ROOT / "models" / "person-movenet-multipose-lightning.onnx"
+GMDCSA = SHARED_DATA / "gmdcsa24"
+needs_gmdcsa = pytest.mark.skipif(not GMDCSA.is_dir(), reason="../shared/data/gmdcsa24 absent")
+
+
+def _frames(clip: Path, size: tuple[int, int] = (640, 480)) -> tuple[list[np.ndarray], float]:
+    cap = cv2.VideoCapture(str(clip))
+    fps = cap.get(cv2.CAP_PROP_FPS)
+    out = []
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        out.append(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
+    cap.release()
+    return out, fps
+
+
+def _events(video: Path, tmp_path: Path, decision: str = "pose") -> list[FallEvent]:
+    """Replay with the demo classifier at 0.99 (it never fires on real footage): the events are
+    the person stage's."""
+    cfg = Config.model_validate(
+        {
+            "device_id": "t",
+            "model": {"path": str(DEMO_MODEL), "providers": ["cpu"], "threshold": 0.99},
+            "cameras": [{"name": "cam", "source": str(video)}],
+            "state_dir": str(tmp_path / "state"),
+            "person": {"model": str(POSE), "decision": decision},
+        }
+    )
+    sink = RecordingSink()
+    replay_files(build_pipeline(cfg, sink, score_history=None, live=False), hold_end_s=2.0)
+    return list(sink.events)
+
+
+@needs_gmdcsa
+def test_a_fall_the_person_gets_up_from_is_reported_and_ends_got_up(tmp_path: Path) -> None:
+    """A real fall (S3_Fall_01), the person lying 2 s, then the same frames backwards (getting
+    up) and standing: a `start` naming the person, then an `end` with `got_up` and how long they
+    were down (latched, the default: before, the event stayed open until acknowledged)."""
+    frames, fps = _frames(GMDCSA / "S3_Fall_01.mp4", (640, 360))
+    lying, standing = frames[-1], frames[0]
+    clip = frames + [lying] * round(2 * fps) + frames[::-1] + [standing] * round(2 * fps)
+    video = tmp_path / "up.mp4"
+    write_video(video, iter(clip), fps, (640, 360))
+    events = _events(video, tmp_path)
+    assert [e.type for e in events] == ["start", "end"]
+    start, end = events
+    assert end.end_reason == "got_up"
+    assert end.down_s is not None and 2.0 <= end.down_s <= 10.0  # down ~1.5 s .. ~9.5 s
+    assert start.person is not None and end.person == start.person
+    payload = end.as_dict()
+    assert payload["down_s"] == round(end.down_s, 1) and payload["person"]["track"] >= 1
+
+
+@needs_gmdcsa
+def test_two_people_falling_together_raise_the_alarm_and_the_event_says_which(
+    tmp_path: Path,
+) -> None:
+    """Two real falls side by side in one picture (two people, both falling): the alarm goes
+    out, with the box of one of them."""
+    a, fps = _frames(GMDCSA / "S3_Fall_20.mp4")
+    b, _ = _frames(GMDCSA / "S4_Fall_03.mp4")
+    n = max(len(a), len(b))
+    both = [np.hstack([a[min(i, len(a) - 1)], b[min(i, len(b) - 1)]]) for i in range(n)]
+    video = tmp_path / "two.mp4"
+    write_video(video, iter(both), fps, (1280, 480))
+    events = _events(video, tmp_path)
+    assert [e.type for e in events][:1] == ["start"]
+    assert events[0].person is not None
+
+
+@needs_gmdcsa
+def test_a_fall_beside_someone_walking_names_the_faller(tmp_path: Path) -> None:
+    """A person walking (S1_ADL_10, left half) beside a real fall (S3_Fall_20, right half): the
+    fall is raised, and the person it names is the one in the right half."""
+    walk, fps = _frames(GMDCSA / "S1_ADL_10.mp4")
+    fall, _ = _frames(GMDCSA / "S3_Fall_20.mp4")
+    n = len(fall)
+    both = [np.hstack([walk[i % len(walk)], fall[i]]) for i in range(n)]
+    video = tmp_path / "walk_fall.mp4"
+    write_video(video, iter(both), fps, (1280, 480))
+    events = _events(video, tmp_path)
+    starts = [e for e in events if e.type == "start"]
+    assert len(starts) == 1 and starts[0].person is not None
+    x0, _, x1, _ = starts[0].person[1]
+    assert (x0 + x1) / 2 > 0.5, "the faller is the right half's person"
