@@ -48,7 +48,7 @@ from edge_hf.daemon.pipeline import CameraRuntime, Pipeline
 from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sdnotify import Notifier
-from edge_hf.daemon.sinks import AlertSink, JsonLinesSink, TeeSink
+from edge_hf.daemon.sinks import AlertSink, AlertThread, JsonLinesSink, TeeSink
 from edge_hf.daemon.sources import SourceError, make_source
 
 log = logging.getLogger(__name__)
@@ -288,9 +288,13 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
     lock = _lock_state_dir(cfg.state_dir)  # held until the process exits
     notifier = Notifier()
     # Open fall events are journaled: a crash's leftovers are ended at the next start.
-    sink = with_snapshots(
-        cfg,
-        JournalSink(make_sink(cfg, statuses), OpenEvents(cfg.state_dir / StateFiles.OPEN_EVENTS)),
+    # ... and every sink runs on the alert thread, never on the inference loop (#42 item 7).
+    # The journal first: an open fall is on disk before its picture is encoded.
+    sink = AlertThread(
+        JournalSink(
+            with_snapshots(cfg, make_sink(cfg, statuses)),
+            OpenEvents(cfg.state_dir / StateFiles.OPEN_EVENTS),
+        )
     )
     metrics = None
     if cfg.metrics.enabled:

@@ -105,6 +105,9 @@ class FallEvent:
     # camera's view); None without the person stage or when it saw nobody down
     person: tuple[int, tuple[float, float, float, float]] | None = None
     down_s: float | None = None  # end with got_up: how long the person was down
+    # start only: the snapshot's JPEG bytes, encoded once by SnapshotSink (never serialised; the
+    # MQTT sink publishes them without reading the file back)
+    jpeg: bytes | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON payload (times as UTC ISO-8601, scores to 4 decimals)."""

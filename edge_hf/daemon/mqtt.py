@@ -429,7 +429,7 @@ class MqttSink:
         """Persist, then publish the event and the camera's fall state."""
         cam = event.camera
         if event.type == "start" and event.snapshot and cam in self._fall:
-            self._send_snapshot(cam, Path(event.snapshot))  # first: the automation shows it
+            self._send_snapshot(cam, Path(event.snapshot), event.jpeg)  # first: shown by it
         payload = event.to_json()
         self._durable(f"{self.base}/{cam}/event", payload)
         if cam not in self._fall:
@@ -441,9 +441,10 @@ class MqttSink:
             self._fall[cam] = state
             self._durable(f"{self.base}/{cam}/fall", state, retain=True)
 
-    def _send_snapshot(self, camera: str, path: Path) -> None:
+    def _send_snapshot(self, camera: str, path: Path, data: bytes | None = None) -> None:
+        """The JPEG as encoded (`data`), or read back from `path` (an earlier run's)."""
         try:
-            data = path.read_bytes()
+            data = path.read_bytes() if data is None else data
         except OSError as exc:
             log.warning("%s: snapshot %s not published (%s)", camera, path, exc.strerror)
             return

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import logging
+import queue
 import sys
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol, TextIO
 
-from edge_hf.daemon.events import FallEvent
+from edge_hf.daemon.events import Evidence, FallEvent
 from edge_hf.daemon.status import SinkHealth, Snapshot
+
+log = logging.getLogger(__name__)
 
 
 class AlertSink(Protocol):
@@ -169,3 +174,65 @@ class RecordingSink(QuietSink):
 
     def camera_status(self, camera: str, status: str) -> None:
         self.statuses.append((camera, status))
+
+
+ALERT_QUEUE = 256  # events waiting for the alert thread (then the inference loop waits: none lost)
+
+
+class AlertThread(ForwardingSink):
+    """The sinks behind it (journal, snapshots, outbox, MQTT) run on one alert thread, in event
+    order, so that the inference loop never waits on a disk (a JPEG, an fsync, a SQLite commit
+    on an SD card) for a fall: `send` copies the event's pictures (the ring reuses its slots) and
+    queues it. The queue is bounded; when full, `send` waits: an event is never dropped.
+    `close` drains what waits within its budget, then closes the sinks."""
+
+    def __init__(self, inner: AlertSink, drain_s: float = 10.0) -> None:
+        super().__init__(inner)
+        self.drain_s = drain_s
+        self._queue: queue.Queue[FallEvent | None] = queue.Queue(ALERT_QUEUE)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.inner.start()
+        self._thread = threading.Thread(target=self._run, name="alerts", daemon=True)
+        self._thread.start()
+
+    def send(self, event: FallEvent) -> None:
+        if self._thread is None:  # not started (replay, tests): in the caller's thread
+            self.inner.send(event)
+            return
+        ev = event.evidence
+        if ev is not None:
+            ev = Evidence(
+                None if ev.camera_bgr is None else ev.camera_bgr.copy(),
+                None if ev.model_rgb is None else ev.model_rgb.copy(),
+            )
+            event = replace(event, evidence=ev)
+        self._queue.put(event)
+
+    def _run(self) -> None:
+        while True:
+            event = self._queue.get()
+            if event is None:
+                return
+            try:
+                self.inner.send(event)
+            except Exception:  # a sink's bug must not stop the alerts after it
+                log.exception("%s: the sinks failed on event %s %s", event.camera,
+                              event.type, event.event_id)  # fmt: skip
+
+    @property
+    def waiting(self) -> int:
+        """Events queued for the alert thread."""
+        return self._queue.qsize()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(self.drain_s)
+            if self._thread.is_alive():
+                log.error(
+                    "shutdown: %d alerts still waiting for the sinks after %.0f s: the journal "
+                    "re-sends open falls at the next start", self._queue.qsize(), self.drain_s,
+                )  # fmt: skip
+        self.inner.close()

@@ -41,15 +41,17 @@ class SnapshotSink(ForwardingSink):
 
     def send(self, event: FallEvent) -> None:
         if event.type == "start" and event.camera in self.retention:
-            path = self._write(event)
+            written = self._write(event)
+            path, data = written if written is not None else (None, None)
             if path is not None:
                 self._paths[event.event_id] = path
-            event = replace(event, snapshot=path, evidence=None)
+            event = replace(event, snapshot=path, evidence=None, jpeg=data)
         elif event.type == "end" and event.event_id in self._paths:
             event = replace(event, snapshot=self._paths.pop(event.event_id))
         self.inner.send(event)
 
-    def _write(self, event: FallEvent) -> str | None:
+    def _write(self, event: FallEvent) -> tuple[str, bytes] | None:
+        """The start's picture encoded once and written: (its path, its JPEG bytes)."""
         ev = event.evidence
         if ev is None:
             return None
@@ -62,15 +64,18 @@ class SnapshotSink(ForwardingSink):
         path = self.folder / f"{event.event_id}.jpg"
         kept = self.retention[event.camera]
         try:
+            ok, encoded = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
+            if not ok:
+                raise OSError("OpenCV could not encode it")
+            data = encoded.tobytes()
             self.folder.mkdir(parents=True, exist_ok=True)
-            if not cv2.imwrite(str(path), bgr, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY]):
-                raise OSError("OpenCV could not write it")
+            path.write_bytes(data)
             prune(self.folder, kept.keep, kept.max_bytes)
         except (OSError, cv2.error) as exc:
             log.error("%s: no snapshot for this fall (%s: %s); the alert goes without it",
                       event.camera, path, exc)  # fmt: skip
             return None
-        return str(path)
+        return str(path), data
 
 
 def prune(folder: Path, keep: int, max_bytes: int) -> int:
