@@ -38,6 +38,7 @@ import numpy as np
 
 from edge_hf.core.posefall import PoseVerdict
 from edge_hf.daemon.config import DetectionConfig
+from edge_hf.daemon.lograte import LogRate
 
 log = logging.getLogger(__name__)
 _NAMESPACE = uuid.UUID("6f2f6c1e-9a7e-4c55-9d8e-2f0d3f0c4e11")
@@ -228,6 +229,7 @@ class FallDetector:
         self._cooldown_until = float("-inf")
         self.last_score = 0.0
         self.counts = DetectorCounts()
+        self._rate = LogRate()  # a flood of acknowledgements is a line a minute
         # (t, fall, down) of every window fed, when a caller asks for it (`edge-hf calibrate`).
         self.trace: list[tuple[float, float, float | None]] | None = None
 
@@ -344,7 +346,8 @@ class FallDetector:
     def acknowledge(self, t: float) -> list[FallEvent]:
         """Someone responded: end the open event (`acknowledged`); nothing if none is open."""
         if self._open is None:
-            log.info("%s: acknowledgement with no fall open: ignored", self.camera)
+            self._rate.log(log, logging.INFO, "%s: acknowledgement with no fall open: ignored",
+                           self.camera)  # fmt: skip
             return []
         return [self._end(self.last_score, t, "acknowledged")]
 

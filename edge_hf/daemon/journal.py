@@ -19,8 +19,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from edge_hf.core.errors import shown
 from edge_hf.daemon.config import NAME
 from edge_hf.daemon.events import FallEvent
+from edge_hf.daemon.lograte import LogRate
 from edge_hf.daemon.sinks import AlertSink, ForwardingSink
 
 log = logging.getLogger(__name__)
@@ -41,13 +43,16 @@ class OpenEvents:
         except (OSError, ValueError, RecursionError) as exc:
             log.warning("%s is unreadable (%s): starting without open events", path, exc)
             return
-        # Each entry is checked here, once: a damaged one is skipped with a line in the log,
-        # never a traceback at every start (a crash loop that watches no camera at all).
+        # Each entry is checked here, once: a damaged one is skipped with a line in the log
+        # (a few lines for a file of them), never a traceback at every start (a crash loop that
+        # watches no camera at all).
+        rate = LogRate(burst=10)
         for key, entry in loaded.items():
             try:
                 self._open[str(key)] = _checked(entry, time.time())
             except (KeyError, TypeError, ValueError, OverflowError, OSError) as exc:
-                log.warning("%s: skipping an unreadable open event %r (%s)", path, key, exc)
+                rate.log(log, logging.WARNING, "%s: skipping an unreadable open event %s (%s)",
+                         path, shown(key), exc)  # fmt: skip
 
     def leftovers(self) -> list[tuple[FallEvent, FallEvent]]:
         """(the recorded `start`, its `end` with reason `restart`) of each event an earlier run

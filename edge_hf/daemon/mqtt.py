@@ -43,9 +43,11 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
+from edge_hf.core.errors import shown
 from edge_hf.daemon.config import NAME, MqttConfig, StateFiles
 from edge_hf.daemon.events import FallEvent
 from edge_hf.daemon.homeassistant import Discovery, discovery, discovery_topics
+from edge_hf.daemon.lograte import LogRate, RateLimitFilter
 from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.status import SinkHealth, Snapshot
 
@@ -131,6 +133,10 @@ class MqttSink:
         self._state_due = False
         self._command: Callable[[str, str], None] | None = None
         self._quiet_close = _ClosingFilter(self)
+        # paho repeats itself ("Client is not connected" at every retry while refused): once a
+        # minute, with a count; our own repeatable lines go through `_rate`.
+        self._paho_rate = RateLimitFilter()
+        self._rate = LogRate()
         self._announced_file = state_dir / StateFiles.ANNOUNCED
         self._removed = self._cameras_that_left()
         self.client = self._make_client()
@@ -157,6 +163,7 @@ class MqttSink:
         # network thread and with it every later alert, silently.
         client.suppress_exceptions = True
         PAHO_LOG.addFilter(self._quiet_close)  # (once: a logger keeps one of each filter)
+        PAHO_LOG.addFilter(self._paho_rate)
         client.enable_logger(PAHO_LOG)
         client.on_publish = self._on_publish
         client.on_message = self._on_message
@@ -340,9 +347,11 @@ class MqttSink:
         if msg.topic.startswith(prefix) and msg.topic.endswith("/ack"):
             camera = msg.topic[len(prefix) : -len("/ack")]
             if camera not in self.cameras:
-                log.warning("MQTT: acknowledgement for unknown camera %r ignored", camera)
+                line = "MQTT: acknowledgement for unknown camera %s ignored"
+                self._rate.log(log, logging.WARNING, line, shown(camera))
             elif msg.retain:
-                log.warning("MQTT: retained acknowledgement on %s ignored (stale)", msg.topic)
+                line = "MQTT: retained acknowledgement on %s ignored (stale)"
+                self._rate.log(log, logging.WARNING, line, msg.topic)
             elif self._command is not None:
                 self._command(camera, "ack")
             return
@@ -481,6 +490,7 @@ class MqttSink:
         self.client.disconnect()
         self.client.loop_stop()
         PAHO_LOG.removeFilter(self._quiet_close)
+        PAHO_LOG.removeFilter(self._paho_rate)
         left = len(self.outbox)
         if left:
             log.warning(

@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from edge_hf.core.errors import shown
 from edge_hf.daemon.config import TOPIC
+from edge_hf.daemon.lograte import LogRate
 
 log = logging.getLogger(__name__)
 DROP_LOG_EVERY_S = 60.0  # one "dropped" line per minute at most, however many alerts go
@@ -38,7 +40,8 @@ class Outbox:
         self.max_rows = max_rows
         self.dropped = 0
         self._dropped_logged = 0  # `dropped` as of the last log line
-        self._drop_logged_at = -DROP_LOG_EVERY_S
+        self._drop_rate = LogRate(DROP_LOG_EVERY_S)
+        self._damage_rate = LogRate(burst=10)  # a file of damaged rows is a few lines
         self.degraded = False  # writes are failing: alerts are held in memory
         self._memory: dict[int, tuple[str, bytes, int, bool]] = {}  # id < 0 -> message
         self._next_memory_id = -1
@@ -121,16 +124,14 @@ class Outbox:
         return row_id
 
     def _log_drops(self) -> None:
-        now = time.monotonic()
-        if now - self._drop_logged_at < DROP_LOG_EVERY_S:
-            return
+        if self._drop_rate.allow("dropped") is None:
+            return  # (this line counts the drops itself)
         log.error(
             "outbox full (%d alerts): dropped the %d oldest since the last report (%d in all); "
             "the broker has not acknowledged anything for a long time",
             self.max_rows, self.dropped - self._dropped_logged, self.dropped,
         )  # fmt: skip
         self._dropped_logged = self.dropped
-        self._drop_logged_at = now
 
     def _degrade(self, exc: sqlite3.Error) -> None:
         if not self.degraded:
@@ -198,8 +199,8 @@ class Outbox:
         if ok:
             data = payload.encode() if isinstance(payload, str) else bytes(payload)
             return (int(row_id), topic, data, int(qos), bool(retain))
-        log.error("outbox %s: dropping damaged row %r (topic %r, qos %r)", self.path, row_id,
-                  topic, qos)  # fmt: skip
+        self._damage_rate.log(log, logging.ERROR, "outbox %s: dropping damaged row %r (topic %s, "
+                              "qos %s)", self.path, row_id, shown(topic), shown(qos))  # fmt: skip
         try:
             self._db.execute("DELETE FROM outbox WHERE id = ?", (row_id,))
         except sqlite3.Error as exc:

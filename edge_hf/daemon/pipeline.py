@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edge_hf.core.errors import shown
 from edge_hf.core.hyperframe import HyperframeBuilder, WindowStacker
 from edge_hf.core.personcrop import crop_box, cut, work_size
 from edge_hf.daemon.capture import CaptureThread
 from edge_hf.daemon.classifier import Classifier
 from edge_hf.daemon.config import CameraConfig, Config
 from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.lograte import LogRate
 from edge_hf.daemon.person import PersonStage, PoseSlot
 from edge_hf.daemon.ring import FrameRing, Window
 from edge_hf.daemon.sdnotify import Notifier, watchdog_interval_s
@@ -134,6 +136,7 @@ class Pipeline:
         self._new_sample = wake  # every camera's ring sets it on a write
         self._commands: deque[tuple[str, str]] = deque(maxlen=100)  # (camera, command) from MQTT
         self.stats = PipelineStats()
+        self._rate = LogRate()  # commands come from outside: a flood of them is a few lines
         # A hyper-volume model (volumes V) sees V consecutive hyperframes of T samples each:
         # the newest V*T samples in time order, stacked on channels like one long hyperframe
         # (block v holds hyperframe v, oldest first: what training's `_stack` builds).
@@ -286,9 +289,10 @@ class Pipeline:
             name, command = self._commands.popleft()
             cam = next((c for c in self.cameras if c.cfg.name == name), None)
             if cam is None or command != "ack":
-                log.warning("ignoring command %r for camera %r", command, name)
+                self._rate.log(log, logging.WARNING, "ignoring command %s for camera %s",
+                               shown(command), shown(name))  # fmt: skip
                 continue
-            log.info("%s: fall acknowledged", name)
+            self._rate.log(log, logging.INFO, "%s: fall acknowledged", name, key=(name, "ack"))
             for event in cam.detector.acknowledge(time.monotonic()):
                 self.sink.send(event)
 
