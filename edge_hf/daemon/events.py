@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from edge_hf.core.errors import shown
 from edge_hf.core.posefall import PoseVerdict
 from edge_hf.daemon.config import DetectionConfig
 from edge_hf.daemon.lograte import LogRate
@@ -135,7 +136,7 @@ class FallEvent:
             raise TypeError(f"{type(d).__name__}, not an object")
         for key in ("event_id", "type", "camera", "device_id"):
             if not isinstance(d[key], str) or not d[key]:
-                raise ValueError(f"{key} {d[key]!r} is not a name")
+                raise ValueError(f"{key} {shown(d[key])} is not a name")
         model = d["model"]
         if not isinstance(model, dict):
             raise TypeError("model is not an object")

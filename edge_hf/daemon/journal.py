@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_hf.core.errors import shown
-from edge_hf.daemon.config import NAME
+from edge_hf.daemon.config import is_name
 from edge_hf.daemon.events import FallEvent
 from edge_hf.daemon.lograte import LogRate
 from edge_hf.daemon.sinks import AlertSink, ForwardingSink
@@ -96,8 +96,8 @@ def _checked(e: Any, now: float) -> FallEvent:
     # (every entry is a start; files written before entries were `as_dict` payloads lack it)
     event = FallEvent.from_dict({"type": "start", **e} if isinstance(e, dict) else e)
     for key in ("camera", "device_id"):
-        if not NAME.fullmatch(getattr(event, key)):
-            raise ValueError(f"{key} {getattr(event, key)!r} is not a camera/device name")
+        if not is_name(getattr(event, key)):
+            raise ValueError(f"{key} {shown(getattr(event, key))} is not a camera/device name")
     if not (0.0 <= event.started_at <= now + MAX_FUTURE_S):
         raise ValueError(f"started_at {event.started_at!r} is not a time this journal could hold")
     if not (0.0 <= event.peak_score <= 1.0):

@@ -44,7 +44,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
 from edge_hf.core.errors import shown
-from edge_hf.daemon.config import NAME, MqttConfig, StateFiles
+from edge_hf.daemon.config import MqttConfig, StateFiles, is_name
 from edge_hf.daemon.events import FallEvent
 from edge_hf.daemon.homeassistant import Discovery, discovery, discovery_topics
 from edge_hf.daemon.lograte import LogRate, RateLimitFilter
@@ -59,6 +59,8 @@ RECONNECT_MAX_S = 4  # the longest wait between two reconnect attempts
 CAMERA_STATUSES = ("online", "slow", "blind", "stalled", "offline")
 WATCH_S = 2.0  # how often the network thread is checked
 MAX_SNAPSHOT_BYTES = 5_000_000  # a larger JPEG is not published (it stays on disk)
+SENDER_MAX_ERRORS = 5  # sender rounds failing in a row before the sink is marked failed
+SENDER_RETRY_S = 1.0  # the wait before a failed round is tried again
 HAND_OVER = 100  # most alerts held in paho's memory at once; the rest wait in the outbox
 ANNOUNCE_DELAY_S = 1.0  # Home Assistant "online" bursts are answered once, this much later
 
@@ -115,6 +117,7 @@ class MqttSink:
         self.outbox = Outbox(state_dir / StateFiles.OUTBOX, max_bytes=max_bytes)
         self.connected = threading.Event()
         self.last_error = ""
+        self.failed = ""  # why the sender gave up (the daemon then stops): nothing can be sent
         self._lock = threading.Lock()
         self._inflight: dict[int, int | None] = {}  # mid -> outbox row (None: not durable)
         self._acked_since_connect = False  # an ack came since the last (re)connect
@@ -177,9 +180,9 @@ class MqttSink:
             before = []
         if not isinstance(before, list):
             before = []
-        # Only names a camera can have: anything else (a damaged file, "a/#") would make a
-        # topic the broker refuses, inside on_connect, and the daemon would never say online.
-        left = [c for c in before if isinstance(c, str) and NAME.fullmatch(c)]
+        # Only names a camera can have: anything else (a damaged file, "a/#", 70 000 letters)
+        # would make a topic the broker or paho refuses, inside on_connect.
+        left = [c for c in before if is_name(c)]
         if len(left) != len(before):
             log.warning("%s: ignoring %d entries that are not camera names",
                         self._announced_file, len(before) - len(left))  # fmt: skip
@@ -234,24 +237,46 @@ class MqttSink:
             # Held rows are the oldest ones, so the first len(held) + room rows cover the window.
             waiting = [r for r in self.outbox.pending(len(held) + room) if r[0] not in held]
             for row_id, topic, payload, qos, retain in waiting:
-                self._publish(topic, payload, qos, retain, row_id)
+                try:
+                    self._publish(topic, payload, qos, retain, row_id)
+                except ValueError as exc:  # paho refuses it: it never will take it, drop it
+                    self._rate.log(log, logging.ERROR, "outbox: dropping row %d, which MQTT "
+                                   "cannot carry (%s)", row_id, exc)  # fmt: skip
+                    self.outbox.remove(row_id)
             if len(waiting) < room:  # nothing else waits: new alerts may go straight to paho
                 self._backlog = False
 
     def _sender(self) -> None:
         """Hands waiting alerts to paho as acks free its window, and rebuilds the client if
-        paho's network thread ever dies (nothing would be sent again)."""
+        paho's network thread ever dies (nothing would be sent again). It never ends silently:
+        an exception is logged and the round tried again; SENDER_MAX_ERRORS in a row mark the
+        sink `failed`, and the pipeline then stops the daemon non-zero (systemd restarts it)."""
+        errors = 0
         while not self._closing:
-            if self._refill.wait(WATCH_S):
+            if self._refill.wait(SENDER_RETRY_S if errors else WATCH_S):
                 self._refill.clear()
             if self._closing:
                 return
-            # paho clears `_thread` when its thread ends; only close() (with _closing) may end it.
-            thread = getattr(self.client, "_thread", None)
-            if thread is None or not thread.is_alive():
-                self._rebuild()
-            self._hand_over()
-            self._publish_states()
+            try:
+                self._send_round()
+            except Exception as exc:  # a bug or a fault we do not know: every alert waits on us
+                errors += 1
+                if errors >= SENDER_MAX_ERRORS:
+                    self.failed = f"the MQTT sender failed {errors} times in a row ({exc!r})"
+                    log.critical("%s: no alert can be sent", self.failed, exc_info=True)
+                    return
+                self._rate.log(log, logging.ERROR, "MQTT sender failed (%r), %d in a row; "
+                               "retrying", exc, errors, exc_info=True)  # fmt: skip
+            else:
+                errors = 0
+
+    def _send_round(self) -> None:
+        # paho clears `_thread` when its thread ends; only close() (with _closing) may end it.
+        thread = getattr(self.client, "_thread", None)
+        if thread is None or not thread.is_alive():
+            self._rebuild()
+        self._hand_over()
+        self._publish_states()
 
     def _publish_states(self) -> None:
         """Every camera's fall state, retained, once nothing older waits or is in flight; then
@@ -273,7 +298,8 @@ class MqttSink:
             self._publish(f"{self.base}/availability", "online", 1, True, None)
 
     def _rebuild(self) -> None:
-        log.error("MQTT network thread ended unexpectedly: rebuilding the client")
+        self._rate.log(log, logging.ERROR, "MQTT network thread ended unexpectedly: rebuilding "
+                       "the client")  # fmt: skip
         self.connected.clear()
         with self._send_lock:
             with self._lock:
@@ -302,9 +328,11 @@ class MqttSink:
         self.connected.set()
         # Subscriptions belong here: a reconnect starts a fresh session without them.
         client.subscribe([(f"{self.cfg.discovery_prefix}/status", 1), (f"{self.base}/+/ack", 1)])
-        self._announce()
-        self._state_due = True
-        self._refill.set()  # the sender re-publishes the fall states when it is safe
+        try:
+            self._announce()
+        finally:  # whatever announcing did, the fall states and `online` follow
+            self._state_due = True
+            self._refill.set()  # the sender re-publishes the fall states when it is safe
 
     def _on_connect_fail(self, _client: mqtt.Client, _userdata: Any) -> None:
         # paho calls this inside its `except OSError`: the exception says why (refused, DNS,
@@ -469,7 +497,11 @@ class MqttSink:
 
     def health(self) -> list[SinkHealth]:
         o = self.outbox
-        return [SinkHealth("mqtt", self.connected.is_set(), len(o), o.dropped, o.degraded)]
+        return [
+            SinkHealth(
+                "mqtt", self.connected.is_set(), len(o), o.dropped, o.degraded, failed=self.failed
+            )
+        ]
 
     def camera_status(self, camera: str, status: str) -> None:
         self._status[camera] = status

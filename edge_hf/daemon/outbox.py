@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from edge_hf.core.errors import shown
-from edge_hf.daemon.config import TOPIC
+from edge_hf.daemon.config import is_topic
 from edge_hf.daemon.lograte import LogRate
 
 log = logging.getLogger(__name__)
+MAX_PAYLOAD = 268_435_455  # bytes: MQTT's limit on a message (paho raises past it)
 DROP_LOG_EVERY_S = 60.0  # one "dropped" line per minute at most, however many alerts go
 
 Row = tuple[int, str, bytes, int, bool]
@@ -177,7 +178,10 @@ class Outbox:
         with self._lock:
             try:
                 rows = self._db.execute(
-                    "SELECT id, topic, payload, qos, retain FROM outbox ORDER BY id LIMIT ?",
+                    # As bytes: a topic that is not UTF-8 is one damaged row (below), not a
+                    # read error that would hold back every row after it.
+                    "SELECT id, CAST(topic AS BLOB), CAST(payload AS BLOB), qos, retain "
+                    "FROM outbox ORDER BY id LIMIT ?",
                     (-1 if limit is None else limit,),
                 ).fetchall()
             except sqlite3.Error as exc:
@@ -190,15 +194,19 @@ class Outbox:
 
     def _checked(self, r: Any) -> Row | None:
         """A row read from disk as (id, topic, payload, qos, retain), or None for a damaged one
-        (a topic with wildcards, a QoS that MQTT has not): deleted and logged, never sent."""
-        row_id, topic, payload, qos, retain = r
+        (a topic not UTF-8, with wildcards or longer than MQTT carries, a QoS that MQTT has not):
+        deleted and logged, never sent."""
+        row_id, raw, payload, qos, retain = r
+        try:
+            topic = bytes(raw).decode("utf-8")
+        except (TypeError, UnicodeDecodeError):
+            topic = raw
         ok = (
-            isinstance(topic, str) and bool(topic) and TOPIC.fullmatch(topic) is not None
-            and isinstance(payload, (bytes, str)) and qos in (0, 1, 2) and retain in (0, 1)
+            is_topic(topic) and isinstance(payload, bytes) and len(payload) <= MAX_PAYLOAD
+            and qos in (0, 1, 2) and retain in (0, 1)
         )  # fmt: skip
         if ok:
-            data = payload.encode() if isinstance(payload, str) else bytes(payload)
-            return (int(row_id), topic, data, int(qos), bool(retain))
+            return (int(row_id), topic, payload, int(qos), bool(retain))
         self._damage_rate.log(log, logging.ERROR, "outbox %s: dropping damaged row %r (topic %s, "
                               "qos %s)", self.path, row_id, shown(topic), shown(qos))  # fmt: skip
         try:

@@ -362,6 +362,7 @@ class Pipeline:
         beat_s = min(5.0, watchdog_interval_s() or 5.0)
         next_beat = time.monotonic()
         next_stats = time.monotonic() + min(10.0, self.cfg.stats_interval_s)
+        failure = ""  # the alarm path itself failed: the daemon stops, non-zero
         try:
             while not self.stop.is_set():
                 # Under load no wait: windows that come due while a batch runs join the next one
@@ -383,7 +384,12 @@ class Pipeline:
                     self.sink.stats(self.snapshot())
                 if now >= next_beat:
                     next_beat = now + beat_s
-                    self.notifier.status(self.snapshot().status_line())
+                    snap = self.snapshot()
+                    self.notifier.status(snap.status_line())
+                    failure = next((f"alert sink {s.name}: {s.failed}" for s in snap.sinks
+                                    if s.failed), "")  # fmt: skip
+                    if failure:
+                        break  # no alert would go out: systemd's Restart= is the way back
                     if self.making_progress(now):
                         self.notifier.watchdog()
                 if all(c.thread is not None and not c.thread.is_alive() for c in self.cameras):
@@ -392,7 +398,9 @@ class Pipeline:
         finally:
             self.shutdown(drain_s)
         if self.person is not None and self.person.failed:
-            raise RuntimeError(f"person stage: {self.person.failed}; stopping (restart to retry)")
+            failure = f"person stage: {self.person.failed}"
+        if failure:
+            raise RuntimeError(f"{failure}; stopping (restart to retry)")
 
     def shutdown(self, drain_s: float) -> None:
         """Stop capture, classify what is left within the budget, close events, close the sink."""

@@ -20,6 +20,7 @@ class SinkHealth:
     queued: int  # alerts waiting for an acknowledgement
     dropped: int  # alerts given up (outbox full)
     degraded: bool = False  # the outbox cannot write: alerts are held in memory
+    failed: str = ""  # why the sink can send nothing any more (the daemon stops): "" while it can
 
 
 @dataclass(frozen=True)
