@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +24,7 @@ from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.sinks import QuietSink
 from edge_hf.daemon.status import SinkHealth
+from edge_hf.training.synth import write_demo_clips
 from tests.broker import Broker
 from tests.conftest import SHIPPED_MODEL, moving_clip
 from tests.test_mqtt import Subscriber, _event
@@ -202,6 +206,134 @@ def test_a_failed_alert_sink_stops_the_daemon_with_an_error(tmp_path: Path) -> N
         th.join(20)
         pytest.fail("the daemon ran on with a dead alert sink")
     assert raised and "the sender failed" in str(raised[0])
+
+
+# ------------------------------------------------------------------ 2: a full disk at start-up
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs with 64 inodes, mode 0700: a disk that really fills, space or inodes.
+    Mounting needs root; elsewhere the tests are skipped (a faked "full" would not fail the way
+    SQLite's side files and the state_dir probe fail on a real one)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    opts = "size=1m,nr_inodes=64,mode=0700"
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(disk)],
+                          capture_output=True, text=True)  # fmt: skip
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (root only): {proc.stderr.strip()}")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def _fill(disk: Path, what: str) -> None:
+    """Use up the disk's space (one growing file) or its inodes (empty files)."""
+    filler = disk / "filler"
+    filler.mkdir()
+    if what == "inodes":
+        for i in range(10_000):
+            try:
+                (filler / f"{i}").touch()
+            except OSError:
+                return
+        raise AssertionError("the inodes never ran out")
+    with (filler / "space").open("wb", buffering=0) as fh:
+        for chunk in (65536, 4096, 512, 1):
+            try:
+                while True:
+                    fh.write(b"\0" * chunk)
+            except OSError:
+                pass
+
+
+def _free(disk: Path) -> None:
+    for p in (disk / "filler").iterdir():
+        p.unlink()
+
+
+def _waiting(path: Path, n: int = 4) -> None:
+    """An outbox that an earlier run closed with `n` alerts waiting."""
+    box = Outbox(path)
+    for i in range(n):
+        box.add(EVENT_TOPIC, _event(i).to_json().encode(), 1)
+    box.close()
+
+
+@pytest.mark.parametrize("full", ["space", "inodes"])
+def test_an_outbox_on_a_full_disk_is_read_not_moved_aside(
+    small_disk: Path, full: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = small_disk / "outbox.sqlite3"
+    _waiting(path)
+    _fill(small_disk, full)
+    with caplog.at_level(logging.WARNING):
+        box = Outbox(path)
+    assert not list(small_disk.glob("*.corrupt-*")), "a full disk is not corruption"
+    assert box.degraded and len(box) == 4
+    waiting = box.pending()
+    assert [p for _, _, p, _, _ in waiting] == [_event(i).to_json().encode() for i in range(4)]
+    box.remove(waiting[0][0])  # the broker acked the oldest
+    new = box.add(EVENT_TOPIC, b"new", 1)
+    assert new < 0 and len(box) == 4 and box.pending()[-1][2] == b"new", "held in memory"
+    assert sum("cannot write" in r.getMessage() for r in caplog.records) == 1
+    _free(small_disk)
+    box.add(EVENT_TOPIC, b"newer", 1)  # the disk takes writes again: everything goes back
+    assert not box.degraded and all(r[0] > 0 for r in box.pending())
+    box.close()
+    again = Outbox(path)
+    assert [p for _, _, p, _, _ in again.pending()][-2:] == [b"new", b"newer"]
+    assert len(again) == 5, "the acked one left the file, the others are on disk"
+    again.close()
+
+
+@pytest.fixture(scope="module")
+def fall_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return next(p for p in write_demo_clips(tmp_path_factory.mktemp("demo"))
+                if p.stem == "fall_demo")  # fmt: skip
+
+
+@pytest.mark.skipif(not SHIPPED_MODEL.exists(), reason="shipped model not built")
+@pytest.mark.parametrize("full", ["space", "inodes"])
+def test_a_full_disk_at_start_up_sends_what_waits_and_keeps_watching(
+    broker: Broker, small_disk: Path, full: str, tmp_path: Path, fall_clip: Path
+) -> None:
+    _waiting(small_disk / "outbox.sqlite3")
+    _fill(small_disk, full)
+    cfg = tmp_path / "edge-hf.yaml"
+    cfg.write_text(
+        f"device_id: box\nmodel: {{path: {SHIPPED_MODEL}, providers: [cpu], threshold: 0.75}}\n"
+        f"cameras:\n  - {{name: hall, source: {fall_clip}, loop: true}}\n"
+        f"mqtt: {{enabled: true, port: {broker.port}}}\nstate_dir: {small_disk}\n"
+        "stats_interval_s: 1\n"
+    )
+    sub = Subscriber(broker.port, "edge_hf/#")
+    assert sub.subscribed.wait(20)
+    daemon = subprocess.Popen([sys.executable, "-m", "edge_hf.cli", "run", "--config", str(cfg)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    def degraded(msgs: list[tuple[str, bytes, bool]]) -> bool:
+        stats = [json.loads(p) for t, p, _ in msgs if t == "edge_hf/box/stats"]
+        return any(s.get("outbox_degraded") is True for s in stats)
+
+    def new_fall(msgs: list[tuple[str, bytes, bool]]) -> bool:
+        old = {_event(i).event_id for i in range(4)}
+        return any(e["event_id"] not in old for e in sub.events())
+
+    try:
+        for done in (lambda m: sum(t.endswith("/event") for t, _, _ in m) >= 4, degraded, new_fall):
+            deadline = time.monotonic() + 90
+            while not done(list(sub.messages)):
+                assert daemon.poll() is None, f"the daemon exited: {daemon.communicate()[1]}"
+                assert time.monotonic() < deadline, [t for t, _, _ in sub.messages]
+                time.sleep(0.2)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, err = daemon.communicate(timeout=60)
+        sub.close()
+    assert daemon.returncode == 0, err
+    assert [e["event_id"] for e in sub.events()[:4]] == [_event(i).event_id for i in range(4)]
+    assert not list(small_disk.glob("*.corrupt-*")) and "Traceback" not in err
 
 
 # ------------------------------------------------------------------ 19: repeated log lines

@@ -7,6 +7,8 @@ environment variable or a file (systemd credentials), never only from the YAML.
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import re
 from pathlib import Path
@@ -26,6 +28,7 @@ MAX_MQTT_STRING = 65535  # bytes (UTF-8) of any string in an MQTT packet: a topi
 # 64-character names) and Home Assistant's "/binary_sensor/<device>/<camera>_acknowledge/config"
 # (163 bytes); with room to spare.
 TOPIC_ROOM = 256
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # errnos of a disk that is full, not of a mistake
 
 
 def utf8_size(value: str) -> int:
@@ -599,6 +602,13 @@ def ensure_state_dir(cfg: Config) -> None:
         probe.touch()
         probe.unlink()
     except OSError as exc:
+        if exc.errno in DISK_FULL:  # not a mistake in the set-up: the daemon runs degraded
+            logging.getLogger(__name__).error(
+                "state_dir: %s is full (%s): cameras are watched and alerts sent, but new "
+                "alerts are kept in memory until it has room; free some space", state,
+                exc.strerror,
+            )  # fmt: skip
+            return
         raise UserError(
             f"state_dir: cannot write to {state} ({exc.strerror}); set state_dir to a "
             "writable folder or run as the service user"

@@ -84,8 +84,12 @@ class Snapshot:
         return out
 
     def status_line(self) -> str:
-        """Per-camera state for systemd's STATUS= (shown by `systemctl status`)."""
-        return "; ".join(f"{c.name}: {c.state}" for c in self.cameras)
+        """Per-camera state for systemd's STATUS= (shown by `systemctl status`), and an outbox
+        that cannot write."""
+        line = "; ".join(f"{c.name}: {c.state}" for c in self.cameras)
+        if any(s.degraded for s in self.sinks):
+            line += "; outbox degraded (disk refuses writes: alerts held in memory)"
+        return line
 
     def summary(self) -> str:
         """One line: windows, skips, drops, inference and capture-to-decision latency."""
