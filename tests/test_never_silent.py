@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +24,7 @@ from edge_hf.daemon.lograte import LogRate
 from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.sinks import QuietSink
-from edge_hf.daemon.status import SinkHealth
+from edge_hf.daemon.status import SinkHealth, Snapshot
 from edge_hf.training.synth import write_demo_clips
 from tests.broker import Broker
 from tests.conftest import SHIPPED_MODEL, moving_clip
@@ -334,6 +335,50 @@ def test_a_full_disk_at_start_up_sends_what_waits_and_keeps_watching(
     assert daemon.returncode == 0, err
     assert [e["event_id"] for e in sub.events()[:4]] == [_event(i).event_id for i in range(4)]
     assert not list(small_disk.glob("*.corrupt-*")) and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ 10: CONNECT never answered
+
+
+def test_a_broker_that_never_answers_connect_is_said_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    server.settimeout(0.2)
+    stop, held = threading.Event(), []
+
+    def swallow() -> None:  # accepts TCP, reads CONNECT, never answers
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+                held.append(conn)
+            except OSError:
+                continue
+
+    th = threading.Thread(target=swallow, daemon=True)
+    th.start()
+    port = server.getsockname()[1]
+    sink = MqttSink(MqttConfig(enabled=True, port=port), "box", ["hall"], tmp_path)
+    try:
+        with caplog.at_level(logging.ERROR):
+            sink.start()
+            deadline = time.monotonic() + 20
+            while not sink.health()[0].connect_timeouts and time.monotonic() < deadline:
+                time.sleep(0.2)
+            snap = Snapshot((), 0, 0, (), (), (), tuple(sink.health()))
+    finally:
+        sink.close(timeout_s=0.5)
+        stop.set()
+        th.join(5)
+        for conn in held:
+            conn.close()
+        server.close()
+    assert held, "the client did connect"
+    lines = [r.getMessage() for r in caplog.records if "did not answer" in r.getMessage()]
+    assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0], lines
+    assert snap.stats_payload()["mqtt_connect_timeouts"] >= 1
 
 
 # ------------------------------------------------------------------ 19: repeated log lines

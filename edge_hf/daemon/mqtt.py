@@ -59,6 +59,7 @@ RECONNECT_MAX_S = 4  # the longest wait between two reconnect attempts
 CAMERA_STATUSES = ("online", "slow", "blind", "stalled", "offline")
 WATCH_S = 2.0  # how often the network thread is checked
 MAX_SNAPSHOT_BYTES = 5_000_000  # a larger JPEG is not published (it stays on disk)
+CONNACK_TIMEOUT_S = 5.0  # a CONNECT unanswered this long is said (a broker answers in ms)
 SENDER_MAX_ERRORS = 5  # sender rounds failing in a row before the sink is marked failed
 SENDER_RETRY_S = 1.0  # the wait before a failed round is tried again
 HAND_OVER = 100  # most alerts held in paho's memory at once; the rest wait in the outbox
@@ -118,6 +119,8 @@ class MqttSink:
         self.connected = threading.Event()
         self.last_error = ""
         self.failed = ""  # why the sender gave up (the daemon then stops): nothing can be sent
+        self.connect_timeouts = 0  # connections the broker took without answering CONNECT
+        self._connecting_since: float | None = None  # monotonic start of the current attempt
         self._lock = threading.Lock()
         self._inflight: dict[int, int | None] = {}  # mid -> outbox row (None: not durable)
         self._acked_since_connect = False  # an ack came since the last (re)connect
@@ -159,6 +162,7 @@ class MqttSink:
         # within seconds (reconnect attempts to one broker cost nothing).
         client.reconnect_delay_set(min_delay=1, max_delay=RECONNECT_MAX_S)
         client.max_queued_messages_set(0)  # unbounded in memory; the outbox is the bound
+        client.on_pre_connect = self._on_pre_connect
         client.on_connect = self._on_connect
         client.on_connect_fail = self._on_connect_fail
         client.on_disconnect = self._on_disconnect
@@ -275,8 +279,25 @@ class MqttSink:
         thread = getattr(self.client, "_thread", None)
         if thread is None or not thread.is_alive():
             self._rebuild()
+        self._watch_connect()
         self._hand_over()
         self._publish_states()
+
+    def _watch_connect(self) -> None:
+        """A broker that takes the TCP connection but never answers our CONNECT (no MQTT
+        listener on that port, a proxy, TLS expected, an overloaded broker) would be silent:
+        paho only gives up after a keepalive, then tries again. Said once per attempt."""
+        since = self._connecting_since
+        if since is None or time.monotonic() - since < CONNACK_TIMEOUT_S:
+            return
+        if self.connected.is_set() or self.client.socket() is None:
+            return  # connected, or still opening the socket (paho says if that fails)
+        self._connecting_since = None
+        self.connect_timeouts += 1
+        self._rate.log(log, logging.ERROR, "MQTT broker %s took the connection but did not answer "
+                       "CONNECT within %g s (an MQTT listener on that port? TLS? overloaded?); "
+                       "alerts are kept in the outbox; retrying", self.broker,
+                       CONNACK_TIMEOUT_S)  # fmt: skip
 
     def _publish_states(self) -> None:
         """Every camera's fall state, retained, once nothing older waits or is in flight; then
@@ -312,9 +333,13 @@ class MqttSink:
 
     # ------------------------------------------------------------------ callbacks (paho's thread)
 
+    def _on_pre_connect(self, _client: mqtt.Client, _userdata: Any) -> None:
+        self._connecting_since = time.monotonic()
+
     def _on_connect(
         self, client: mqtt.Client, _userdata: Any, _flags: Any, reason: ReasonCode, _props: Any
     ) -> None:
+        self._connecting_since = None
         if reason.is_failure:
             self.connected.clear()
             error = f"MQTT broker {self.broker} refused the connection: {reason}"
@@ -338,6 +363,7 @@ class MqttSink:
         # paho calls this inside its `except OSError`: the exception says why (refused, DNS,
         # TLS verification or handshake).
         exc = sys.exc_info()[1]
+        self._connecting_since = None
         error = f"MQTT broker {self.broker} unreachable: {exc or 'connection failed'}"
         if error != self.last_error:  # once per distinct problem, not on every retry
             log.error("%s (alerts are kept in the outbox; retrying)", error)
@@ -348,6 +374,7 @@ class MqttSink:
     ) -> None:
         was = self.connected.is_set()
         self.connected.clear()
+        self._connecting_since = None
         if was and not self._closing:
             log.warning(
                 "MQTT disconnected from %s (%s); alerts are kept in the outbox", self.broker, reason
@@ -499,7 +526,13 @@ class MqttSink:
         o = self.outbox
         return [
             SinkHealth(
-                "mqtt", self.connected.is_set(), len(o), o.dropped, o.degraded, failed=self.failed
+                "mqtt",
+                self.connected.is_set(),
+                len(o),
+                o.dropped,
+                o.degraded,
+                failed=self.failed,
+                connect_timeouts=self.connect_timeouts,
             )
         ]
 

@@ -21,6 +21,7 @@ class SinkHealth:
     dropped: int  # alerts given up (outbox full)
     degraded: bool = False  # the outbox cannot write: alerts are held in memory
     failed: str = ""  # why the sink can send nothing any more (the daemon stops): "" while it can
+    connect_timeouts: int = 0  # connections the broker took without ever answering CONNECT
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class Snapshot:
             if s.name == "mqtt":
                 out["outbox_depth"], out["outbox_dropped"] = s.queued, s.dropped
                 out["outbox_degraded"] = s.degraded
+                out["mqtt_connect_timeouts"] = s.connect_timeouts
         return out
 
     def status_line(self) -> str:
