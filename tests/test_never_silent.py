@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import signal
 import socket
 import subprocess
@@ -12,29 +13,42 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from edge_hf.core.errors import UserError
 from edge_hf.daemon.config import MAX_MQTT_STRING, TOPIC_ROOM, MqttConfig, parse_config
+from edge_hf.daemon.journal import JournalSink, OpenEvents
 from edge_hf.daemon.lograte import LogRate
 from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.daemon.outbox import Outbox
-from edge_hf.daemon.sinks import QuietSink
-from edge_hf.daemon.status import SinkHealth, Snapshot
+from edge_hf.daemon.sinks import QuietSink, RecordingSink
+from edge_hf.daemon.status import CameraSnapshot, SinkHealth, Snapshot
 from edge_hf.training.synth import write_demo_clips
 from tests.broker import Broker
 from tests.conftest import SHIPPED_MODEL, moving_clip
-from tests.test_mqtt import Subscriber, _event
+from tests.test_mqtt import SCHEMA, Subscriber, _event
 
 EVENT_TOPIC = "edge_hf/box/hall/event"
 
 
 def _online(msgs: list[tuple[str, bytes, bool]]) -> bool:
     return any(t == "edge_hf/box/availability" and p == b"online" for t, p, _ in msgs)
+
+
+def _strict(text: str | bytes) -> Any:
+    """JSON as the standard has it: NaN and Infinity are not JSON."""
+
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 @pytest.fixture
@@ -379,6 +393,72 @@ def test_a_broker_that_never_answers_connect_is_said_so(
     lines = [r.getMessage() for r in caplog.records if "did not answer" in r.getMessage()]
     assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0], lines
     assert snap.stats_payload()["mqtt_connect_timeouts"] >= 1
+
+
+# ------------------------------------------------------------------ 12: journal keys, numbers
+
+
+GOOD = {"event_id": "e1", "camera": "hall", "device_id": "box", "started_at": 1767225600.0,
+        "peak_score": 0.9, "score": 0.9,
+        "model": {"name": "m.onnx", "window": 3, "interval_ms": 100.0}}  # fmt: skip
+
+
+def test_a_journal_entry_filed_under_another_key_ends_once_not_at_every_start(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "open-events.json"
+    path.write_text(json.dumps({"not-its-event-id": GOOD}))
+    first = RecordingSink()
+    JournalSink(first, OpenEvents(path)).start()
+    assert [(e.event_id, e.type) for e in first.events] == [("e1", "start"), ("e1", "end")]
+    again = RecordingSink()
+    JournalSink(again, OpenEvents(path)).start()
+    assert list(again.events) == [], "ended once: not re-sent at the next start"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"score": math.nan}, {"score": math.inf}, {"peak_score": -math.inf},
+     {"model": {"name": "m.onnx", "window": 3, "interval_ms": math.inf}},
+     {"model": {"name": "m.onnx", "window": 0, "interval_ms": 100.0}}],
+    ids=["score-nan", "score-inf", "peak-minus-inf", "interval-inf", "window-0"],
+)  # fmt: skip
+def test_a_journal_entry_with_a_number_no_event_can_have_is_skipped(
+    tmp_path: Path, bad: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "open-events.json"
+    path.write_text(json.dumps({"x": {**GOOD, "event_id": "x", **bad}, "e1": GOOD}))  # NaN...
+    inner = RecordingSink()
+    with caplog.at_level(logging.WARNING):
+        JournalSink(inner, OpenEvents(path)).start()
+    assert [(e.event_id, e.type) for e in inner.events] == [("e1", "start"), ("e1", "end")]
+    assert any("skipping an unreadable open event" in r.getMessage() for r in caplog.records)
+    for e in inner.events:
+        jsonschema.validate(_strict(e.to_json()), SCHEMA)
+
+
+def test_every_payload_is_strict_json_whatever_the_numbers(broker: Broker, tmp_path: Path) -> None:
+    sub = Subscriber(broker.port, "edge_hf/#")
+    assert sub.subscribed.wait(20)
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
+    sink.start()
+    try:
+        assert sink.connected.wait(10)
+        odd = replace(_event(1), score=math.nan, peak_score=math.inf)  # a model that said NaN
+        sink.send(odd)
+        cam = CameraSnapshot("hall", "online", 1, 0, 0, 1, 0, 0, math.nan, 1, 0)
+        sink.stats(Snapshot((cam,), 1, 1, (math.inf,), (), ("cpu",), tuple(sink.health())))
+        sub.wait_for(
+            lambda m: {"event", "attributes", "stats"} <= {t.split("/")[-1] for t, _, _ in m}
+        )
+    finally:
+        sink.close()
+        sub.close()
+    for topic, payload, _ in sub.messages:
+        if topic.split("/")[-1] in ("event", "attributes", "stats") or "config" in topic:
+            _strict(payload)  # raises on NaN / Infinity
+    for event in sub.events():
+        jsonschema.validate(event, SCHEMA)
 
 
 # ------------------------------------------------------------------ 19: repeated log lines

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import statistics
 import uuid
 from collections import deque
@@ -52,6 +53,29 @@ def iso(t: float) -> str:
         .isoformat(timespec="milliseconds")
         .replace("+00:00", "Z")
     )
+
+
+def strict_json(value: Any, **kwargs: Any) -> str:
+    """JSON as the standard has it, the one encoder of every payload: a number JSON cannot carry
+    (NaN, infinities) becomes null, never the `NaN` that strict parsers refuse."""
+    return json.dumps(_finite(value), allow_nan=False, **kwargs)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def probability(x: float) -> float:
+    """A score as an event carries it: 4 decimals in [0, 1]; a model's NaN or infinity is 0
+    (the event schema has no place for "unknown")."""
+    x = float(x)
+    return round(min(1.0, max(0.0, x)), 4) if math.isfinite(x) else 0.0
 
 
 def unix(t: Any) -> float:
@@ -113,8 +137,8 @@ class FallEvent:
             "device_id": self.device_id,
             "time": iso(self.time),
             "started_at": iso(self.started_at),
-            "score": round(float(self.score), 4),
-            "peak_score": round(float(self.peak_score), 4),
+            "score": probability(self.score),
+            "peak_score": probability(self.peak_score),
             "model": self.model.as_dict(),
         }
         if self.snapshot is not None:
@@ -125,7 +149,7 @@ class FallEvent:
         return out
 
     def to_json(self) -> str:
-        return json.dumps(self.as_dict(), sort_keys=True)
+        return strict_json(self.as_dict(), sort_keys=True)
 
     @classmethod
     def from_dict(cls, d: Any) -> FallEvent:

@@ -45,7 +45,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from edge_hf.core.errors import shown
 from edge_hf.daemon.config import MqttConfig, StateFiles, is_name
-from edge_hf.daemon.events import FallEvent
+from edge_hf.daemon.events import FallEvent, strict_json
 from edge_hf.daemon.homeassistant import Discovery, discovery, discovery_topics
 from edge_hf.daemon.lograte import LogRate, RateLimitFilter
 from edge_hf.daemon.outbox import Outbox
@@ -464,7 +464,7 @@ class MqttSink:
         """Discovery and camera states: re-sent on every (re)connect (availability follows the
         fall states, in `_publish_states`)."""
         for topic, payload in self.discovery().items():
-            self._publish(topic, json.dumps(payload), 1, True, None)
+            self._publish(topic, strict_json(payload), 1, True, None)
         for cam in self.cameras:
             self._publish(
                 f"{self.base}/{cam}/status", self._status.get(cam, "offline"), 1, True, None
@@ -519,7 +519,7 @@ class MqttSink:
 
     def stats(self, snapshot: Snapshot) -> None:
         if self.connected.is_set():
-            payload = json.dumps(snapshot.stats_payload(), sort_keys=True)
+            payload = strict_json(snapshot.stats_payload(), sort_keys=True)
             self._publish(f"{self.base}/stats", payload, 0, True, None)
 
     def health(self) -> list[SinkHealth]:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol, TextIO
 
-from edge_hf.daemon.events import FallEvent
+from edge_hf.daemon.events import FallEvent, strict_json
 from edge_hf.daemon.status import SinkHealth, Snapshot
 
 
@@ -116,7 +115,7 @@ class JsonLinesSink(QuietSink):
     def camera_status(self, camera: str, status: str) -> None:
         if self.statuses:
             with self._lock:
-                self.stream.write(json.dumps({"camera": camera, "status": status}) + "\n")
+                self.stream.write(strict_json({"camera": camera, "status": status}) + "\n")
                 self.stream.flush()
 
     def close(self) -> None:
