@@ -3,6 +3,7 @@ files, a real Mosquitto, a socket that never answers and a real full disk (a sma
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import math
@@ -515,3 +516,32 @@ def test_a_repeated_line_is_held_back_and_counted() -> None:
     assert rate.allow("b") == 0, "another line has its own count"
     now[0] = 61.0
     assert rate.allow("a") == 3, "the next line says how many were held back"
+
+
+# ------------------------------------------------------------------ 20: terminal escapes
+
+
+def test_edge_hf_alerts_shows_control_characters_escaped(broker: Broker) -> None:
+    from edge_hf.daemon.alerts import watch_alerts
+
+    out, stop = io.StringIO(), threading.Event()
+    th = threading.Thread(
+        target=watch_alerts, args=(MqttConfig(port=broker.port), "box", out, stop)
+    )
+    th.start()
+    time.sleep(1.0)
+    pub = mqtt.Client(CallbackAPIVersion.VERSION2)
+    pub.connect("127.0.0.1", broker.port)
+    pub.loop_start()
+    evil = replace(_event(7), camera="hall\x1b[2J\x1b]0;owned\x07")
+    for topic, payload in (("edge_hf/box/hall/event", evil.to_json()),
+                           ("edge_hf/box/hall/event", "\x1b[31mnot json"),
+                           ("edge_hf/box/hall/status", "online\x1b[8m\u202e")):  # fmt: skip
+        pub.publish(topic, payload, qos=1).wait_for_publish(5)
+    time.sleep(1.0)
+    pub.loop_stop()
+    stop.set()
+    th.join(5)
+    text = out.getvalue()
+    assert not any(ch in text for ch in "\x1b\x07\u202e"), repr(text)
+    assert text.count("\\x1b") >= 4 and "\\u202e" in text and evil.event_id in text
