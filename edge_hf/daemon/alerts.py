@@ -33,6 +33,14 @@ def _is_event(event: Any) -> bool:
     )
 
 
+def printable(text: str) -> str:
+    """`text` safe for a terminal: control characters (escape sequences, BEL, bidi overrides)
+    from a payload are shown escaped (\\x1b), never sent to the terminal to act on."""
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
+    )
+
+
 def watch_alerts(
     cfg: MqttConfig, device_id: str = "+", out: Any = None, stop: threading.Event | None = None
 ) -> int:
@@ -47,7 +55,7 @@ def watch_alerts(
     def on_connect(c: mqtt.Client, _u: Any, _f: Any, reason: ReasonCode, _p: Any) -> None:
         if reason.is_failure:
             print(
-                f"MQTT broker {cfg.host}:{cfg.port} refused the connection: {reason}",
+                printable(f"MQTT broker {cfg.host}:{cfg.port} refused the connection: {reason}"),
                 file=sys.stderr,
             )
             return
@@ -55,16 +63,19 @@ def watch_alerts(
             [(f"{prefix}/+/event", 1), (f"{prefix}/availability", 1), (f"{prefix}/+/status", 1)]
         )
 
+    def say(line: str) -> None:  # anything from a payload or topic goes through here
+        print(printable(line), file=out, flush=True)
+
     def on_message(_c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
         text = msg.payload.decode(errors="replace")
         if msg.topic.endswith("/event"):
             try:
                 event = json.loads(text)
             except json.JSONDecodeError:
-                print(f"{msg.topic}: not JSON: {text[:80]}", file=out, flush=True)
+                say(f"{msg.topic}: not JSON: {text[:80]}")
                 return
             if not _is_event(event):
-                print(f"{msg.topic}: not an edge_hf event: {text[:80]}", file=out, flush=True)
+                say(f"{msg.topic}: not an edge_hf event: {text[:80]}")
                 return
             key = f"{event.get('event_id')}/{event.get('type')}"
             if key in seen:
@@ -74,14 +85,12 @@ def watch_alerts(
                 seen.popitem(last=False)
             kind = "FALL" if event.get("type") == "start" else "fall over"
             where = f"{event.get('device_id')}/{event.get('camera')}"
-            print(
+            say(
                 f"{event.get('time')} {kind:9s} {where} score {event.get('score')} "
-                f"peak {event.get('peak_score')} id {event.get('event_id')}",
-                file=out,
-                flush=True,
+                f"peak {event.get('peak_score')} id {event.get('event_id')}"
             )
         else:
-            print(f"{msg.topic} {text}", file=out, flush=True)
+            say(f"{msg.topic} {text}")
 
     def on_subscribe(_c: mqtt.Client, _u: Any, _mid: int, _codes: Any, _p: Any) -> None:
         print(f"subscribed to {prefix}/...", file=sys.stderr, flush=True)

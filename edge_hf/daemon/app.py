@@ -10,6 +10,7 @@ the daemon's commands; cli.py only parses their arguments.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -31,6 +32,7 @@ from edge_hf.core.video import VideoError
 from edge_hf.daemon.capture import CaptureThread
 from edge_hf.daemon.classifier import OnnxFallClassifier
 from edge_hf.daemon.config import (
+    DISK_FULL,
     CameraConfig,
     Config,
     DetectionConfig,
@@ -253,13 +255,21 @@ def _install_stop_handlers(stop: threading.Event) -> None:
         signal.signal(sig, handler)
 
 
-def _lock_state_dir(state_dir: Path) -> IO[str]:
+def _lock_state_dir(state_dir: Path) -> IO[str] | None:
     """Hold an exclusive lock on `state_dir` for the process's life: two daemons sharing one
     would fight over the MQTT client id and send every fall twice."""
     import fcntl
-    import os
 
-    lock = (state_dir / StateFiles.LOCK).open("a+")
+    try:
+        lock = (state_dir / StateFiles.LOCK).open("a+")
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        # No inode for the lock file (a daemon that ran here before left one): watch the
+        # cameras all the same, a full disk must never stop the alarm.
+        log.error("state_dir: cannot create %s (%s): running without the lock against a second "
+                  "daemon", state_dir / StateFiles.LOCK, exc.strerror)  # fmt: skip
+        return None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -270,10 +280,11 @@ def _lock_state_dir(state_dir: Path) -> IO[str]:
             f"state_dir: {state_dir} is in use by another edge-hf (pid {other}); give each "
             "daemon its own state_dir"
         ) from None
-    lock.seek(0)
-    lock.truncate()
-    lock.write(f"{os.getpid()}\n")
-    lock.flush()
+    # Unbuffered: on a full disk the pid (for the message above) is simply not written; a
+    # buffered one would raise again at close.
+    with contextlib.suppress(OSError):
+        os.ftruncate(lock.fileno(), 0)
+        os.write(lock.fileno(), f"{os.getpid()}\n".encode())
     return lock
 
 
@@ -321,7 +332,8 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
         if metrics is not None:
             metrics.close()
         notifier.close()
-        lock.close()
+        if lock is not None:
+            lock.close()
     return 0
 
 

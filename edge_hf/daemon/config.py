@@ -7,6 +7,8 @@ environment variable or a file (systemd credentials), never only from the YAML.
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import re
 from pathlib import Path
@@ -15,11 +17,41 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from edge_hf.core.errors import UserError
+from edge_hf.core.errors import UserError, shown
 
 Provider = Literal["tensorrt", "cuda", "cpu"]
 NAME = re.compile(r"[A-Za-z0-9_-]+")  # always fullmatch: "$" would let "box\n" through
 TOPIC = re.compile(r"[^#+\x00]+")  # an MQTT topic level path without wildcards or NUL
+MAX_NAME = 64  # characters of a device or camera name (a topic level)
+MAX_MQTT_STRING = 65535  # bytes (UTF-8) of any string in an MQTT packet: a topic, a client id
+# What the daemon adds to a topic prefix at most: "/<device>/<camera>/attributes" (141 bytes with
+# 64-character names) and Home Assistant's "/binary_sensor/<device>/<camera>_acknowledge/config"
+# (163 bytes); with room to spare.
+TOPIC_ROOM = 256
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # errnos of a disk that is full, not of a mistake
+
+
+def utf8_size(value: str) -> int:
+    """Bytes of `value` in UTF-8; one past MQTT's limit for a string UTF-8 cannot encode (a lone
+    surrogate), which no broker takes."""
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return MAX_MQTT_STRING + 1
+
+
+def is_name(value: object) -> bool:
+    """A device or camera name: letters, digits, '_' and '-', at most MAX_NAME characters."""
+    return isinstance(value, str) and len(value) <= MAX_NAME and NAME.fullmatch(value) is not None
+
+
+def is_topic(value: object) -> bool:
+    """A topic MQTT can carry to a subscriber: not empty, no wildcards or NUL, at most
+    MAX_MQTT_STRING in UTF-8 (paho raises on a longer one)."""
+    return (
+        isinstance(value, str) and TOPIC.fullmatch(value) is not None
+        and utf8_size(value) <= MAX_MQTT_STRING
+    )  # fmt: skip
 
 
 class _Section(BaseModel):
@@ -167,6 +199,19 @@ class MqttConfig(_Section):
                 "a topic prefix such as edge_hf or homeassistant: no '+' or '#' wildcards, no "
                 "empty levels"
             )
+        most = MAX_MQTT_STRING - TOPIC_ROOM
+        if utf8_size(v) > most:
+            raise ValueError(
+                f"MQTT carries topics of at most {MAX_MQTT_STRING} bytes (UTF-8) and the daemon "
+                f"adds up to {TOPIC_ROOM} to this prefix: use a prefix of at most {most} bytes"
+            )
+        return v
+
+    @field_validator("client_id", "username")
+    @classmethod
+    def _mqtt_string(cls, v: str | None) -> str | None:
+        if v is not None and utf8_size(v) > MAX_MQTT_STRING:
+            raise ValueError(f"MQTT carries strings of at most {MAX_MQTT_STRING} bytes (UTF-8)")
         return v
 
     @model_validator(mode="before")
@@ -442,7 +487,7 @@ def parse_config(text: str, source: str = "<config>") -> Config:
             from edge_hf.daemon.sources import redact
 
             raw = redact(raw)
-        value = "" if quiet else f" = {raw!r}"
+        value = "" if quiet else f" = {shown(raw)}"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise UserError(f"{source}:{line}: {_dotted(loc)}{value}: {msg}{more}") from None
 
@@ -560,6 +605,13 @@ def ensure_state_dir(cfg: Config) -> None:
         probe.touch()
         probe.unlink()
     except OSError as exc:
+        if exc.errno in DISK_FULL:  # not a mistake in the set-up: the daemon runs degraded
+            logging.getLogger(__name__).error(
+                "state_dir: %s is full (%s): cameras are watched and alerts sent, but new "
+                "alerts are kept in memory until it has room; free some space", state,
+                exc.strerror,
+            )  # fmt: skip
+            return
         raise UserError(
             f"state_dir: cannot write to {state} ({exc.strerror}); set state_dir to a "
             "writable folder or run as the service user"

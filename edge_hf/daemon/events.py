@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import statistics
 import uuid
 from collections import deque
@@ -36,8 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from edge_hf.core.errors import shown
 from edge_hf.core.posefall import PoseVerdict
 from edge_hf.daemon.config import DetectionConfig
+from edge_hf.daemon.lograte import LogRate
 
 log = logging.getLogger(__name__)
 _NAMESPACE = uuid.UUID("6f2f6c1e-9a7e-4c55-9d8e-2f0d3f0c4e11")
@@ -50,6 +53,29 @@ def iso(t: float) -> str:
         .isoformat(timespec="milliseconds")
         .replace("+00:00", "Z")
     )
+
+
+def strict_json(value: Any, **kwargs: Any) -> str:
+    """JSON as the standard has it, the one encoder of every payload: a number JSON cannot carry
+    (NaN, infinities) becomes null, never the `NaN` that strict parsers refuse."""
+    return json.dumps(_finite(value), allow_nan=False, **kwargs)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def probability(x: float) -> float:
+    """A score as an event carries it: 4 decimals in [0, 1]; a model's NaN or infinity is 0
+    (the event schema has no place for "unknown")."""
+    x = float(x)
+    return round(min(1.0, max(0.0, x)), 4) if math.isfinite(x) else 0.0
 
 
 def unix(t: Any) -> float:
@@ -118,8 +144,8 @@ class FallEvent:
             "device_id": self.device_id,
             "time": iso(self.time),
             "started_at": iso(self.started_at),
-            "score": round(float(self.score), 4),
-            "peak_score": round(float(self.peak_score), 4),
+            "score": probability(self.score),
+            "peak_score": probability(self.peak_score),
             "model": self.model.as_dict(),
         }
         if self.snapshot is not None:
@@ -135,7 +161,7 @@ class FallEvent:
         return out
 
     def to_json(self) -> str:
-        return json.dumps(self.as_dict(), sort_keys=True)
+        return strict_json(self.as_dict(), sort_keys=True)
 
     @classmethod
     def from_dict(cls, d: Any) -> FallEvent:
@@ -146,7 +172,7 @@ class FallEvent:
             raise TypeError(f"{type(d).__name__}, not an object")
         for key in ("event_id", "type", "camera", "device_id"):
             if not isinstance(d[key], str) or not d[key]:
-                raise ValueError(f"{key} {d[key]!r} is not a name")
+                raise ValueError(f"{key} {shown(d[key])} is not a name")
         model = d["model"]
         if not isinstance(model, dict):
             raise TypeError("model is not an object")
@@ -253,6 +279,7 @@ class FallDetector:
         self._cooldown_until = float("-inf")
         self.last_score = 0.0
         self.counts = DetectorCounts()
+        self._rate = LogRate()  # a flood of acknowledgements is a line a minute
         # (t, fall, down) of every window fed, when a caller asks for it (`edge-hf calibrate`).
         self.trace: list[tuple[float, float, float | None]] | None = None
 
@@ -392,7 +419,8 @@ class FallDetector:
     def acknowledge(self, t: float) -> list[FallEvent]:
         """Someone responded: end the open event (`acknowledged`); nothing if none is open."""
         if self._open is None:
-            log.info("%s: acknowledgement with no fall open: ignored", self.camera)
+            self._rate.log(log, logging.INFO, "%s: acknowledgement with no fall open: ignored",
+                           self.camera)  # fmt: skip
             return []
         return [self._end(self.last_score, t, "acknowledged")]
 

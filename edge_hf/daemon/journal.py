@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from edge_hf.daemon.config import NAME
-from edge_hf.daemon.events import FallEvent
+from edge_hf.core.errors import shown
+from edge_hf.daemon.config import is_name
+from edge_hf.daemon.events import FallEvent, strict_json
+from edge_hf.daemon.lograte import LogRate
 from edge_hf.daemon.sinks import AlertSink, ForwardingSink
 
 log = logging.getLogger(__name__)
@@ -41,13 +44,21 @@ class OpenEvents:
         except (OSError, ValueError, RecursionError) as exc:
             log.warning("%s is unreadable (%s): starting without open events", path, exc)
             return
-        # Each entry is checked here, once: a damaged one is skipped with a line in the log,
-        # never a traceback at every start (a crash loop that watches no camera at all).
+        # Each entry is checked here, once: a damaged one is skipped with a line in the log
+        # (a few lines for a file of them), never a traceback at every start (a crash loop that
+        # watches no camera at all).
+        rate = LogRate(burst=10)
         for key, entry in loaded.items():
             try:
-                self._open[str(key)] = _checked(entry, time.time())
+                event = _checked(entry, time.time())
             except (KeyError, TypeError, ValueError, OverflowError, OSError) as exc:
-                log.warning("%s: skipping an unreadable open event %r (%s)", path, key, exc)
+                rate.log(log, logging.WARNING, "%s: skipping an unreadable open event %s (%s)",
+                         path, shown(key), exc)  # fmt: skip
+                continue
+            if key != event.event_id:  # kept under its own id, or its end could never remove it
+                rate.log(log, logging.WARNING, "%s: open event %s is filed under %s: kept under "
+                         "its event_id", path, event.event_id, shown(key))  # fmt: skip
+            self._open[event.event_id] = event
 
     def leftovers(self) -> list[tuple[FallEvent, FallEvent]]:
         """(the recorded `start`, its `end` with reason `restart`) of each event an earlier run
@@ -71,7 +82,7 @@ class OpenEvents:
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             with tmp.open("w", encoding="utf-8") as fh:
-                json.dump({k: e.as_dict() for k, e in self._open.items()}, fh)
+                fh.write(strict_json({k: e.as_dict() for k, e in self._open.items()}))
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
@@ -91,12 +102,18 @@ def _checked(e: Any, now: float) -> FallEvent:
     # (every entry is a start; files written before entries were `as_dict` payloads lack it)
     event = FallEvent.from_dict({"type": "start", **e} if isinstance(e, dict) else e)
     for key in ("camera", "device_id"):
-        if not NAME.fullmatch(getattr(event, key)):
-            raise ValueError(f"{key} {getattr(event, key)!r} is not a camera/device name")
-    if not (0.0 <= event.started_at <= now + MAX_FUTURE_S):
-        raise ValueError(f"started_at {event.started_at!r} is not a time this journal could hold")
-    if not (0.0 <= event.peak_score <= 1.0):
-        raise ValueError(f"peak_score {event.peak_score!r} is not a probability")
+        if not is_name(getattr(event, key)):
+            raise ValueError(f"{key} {shown(getattr(event, key))} is not a camera/device name")
+    for key in ("started_at", "time"):
+        t = getattr(event, key)
+        if not (0.0 <= t <= now + MAX_FUTURE_S):
+            raise ValueError(f"{key} {t!r} is not a time this journal could hold")
+    for key in ("score", "peak_score"):  # (NaN fails every comparison)
+        if not (0.0 <= getattr(event, key) <= 1.0):
+            raise ValueError(f"{key} {getattr(event, key)!r} is not a probability")
+    if event.model.window < 1 or not (0.0 < event.model.interval_ms < math.inf):
+        raise ValueError(f"model window {event.model.window!r}, interval_ms "
+                         f"{event.model.interval_ms!r}: not a model's")  # fmt: skip
     return event
 
 

@@ -43,9 +43,11 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
-from edge_hf.daemon.config import NAME, MqttConfig, StateFiles
-from edge_hf.daemon.events import FallEvent
+from edge_hf.core.errors import shown
+from edge_hf.daemon.config import MqttConfig, StateFiles, is_name
+from edge_hf.daemon.events import FallEvent, strict_json
 from edge_hf.daemon.homeassistant import Discovery, discovery, discovery_topics
+from edge_hf.daemon.lograte import LogRate, RateLimitFilter
 from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.status import SinkHealth, Snapshot
 
@@ -59,6 +61,9 @@ RECONNECT_MAX_S = 4  # the longest wait between two reconnect attempts
 CAMERA_STATUSES = ("online", "slow", "overloaded", "degraded", "blind", "stalled", "offline")
 WATCH_S = 2.0  # how often the network thread is checked
 MAX_SNAPSHOT_BYTES = 5_000_000  # a larger JPEG is not published (it stays on disk)
+CONNACK_TIMEOUT_S = 5.0  # a CONNECT unanswered this long is said (a broker answers in ms)
+SENDER_MAX_ERRORS = 5  # sender rounds failing in a row before the sink is marked failed
+SENDER_RETRY_S = 1.0  # the wait before a failed round is tried again
 HAND_OVER = 100  # most alerts held in paho's memory at once; the rest wait in the outbox
 ANNOUNCE_DELAY_S = 1.0  # Home Assistant "online" bursts are answered once, this much later
 
@@ -115,6 +120,9 @@ class MqttSink:
         self.outbox = Outbox(state_dir / StateFiles.OUTBOX, max_bytes=max_bytes)
         self.connected = threading.Event()
         self.last_error = ""
+        self.failed = ""  # why the sender gave up (the daemon then stops): nothing can be sent
+        self.connect_timeouts = 0  # connections the broker took without answering CONNECT
+        self._connecting_since: float | None = None  # monotonic start of the current attempt
         self._lock = threading.Lock()
         self._inflight: dict[int, int | None] = {}  # mid -> outbox row (None: not durable)
         self._acked_since_connect = False  # an ack came since the last (re)connect
@@ -133,6 +141,10 @@ class MqttSink:
         self._state_due = False
         self._command: Callable[[str, str], None] | None = None
         self._quiet_close = _ClosingFilter(self)
+        # paho repeats itself ("Client is not connected" at every retry while refused): once a
+        # minute, with a count; our own repeatable lines go through `_rate`.
+        self._paho_rate = RateLimitFilter()
+        self._rate = LogRate()
         self._announced_file = state_dir / StateFiles.ANNOUNCED
         self._removed = self._cameras_that_left()
         self.client = self._make_client()
@@ -152,6 +164,7 @@ class MqttSink:
         # within seconds (reconnect attempts to one broker cost nothing).
         client.reconnect_delay_set(min_delay=1, max_delay=RECONNECT_MAX_S)
         client.max_queued_messages_set(0)  # unbounded in memory; the outbox is the bound
+        client.on_pre_connect = self._on_pre_connect
         client.on_connect = self._on_connect
         client.on_connect_fail = self._on_connect_fail
         client.on_disconnect = self._on_disconnect
@@ -159,6 +172,7 @@ class MqttSink:
         # network thread and with it every later alert, silently.
         client.suppress_exceptions = True
         PAHO_LOG.addFilter(self._quiet_close)  # (once: a logger keeps one of each filter)
+        PAHO_LOG.addFilter(self._paho_rate)
         client.enable_logger(PAHO_LOG)
         client.on_publish = self._on_publish
         client.on_message = self._on_message
@@ -172,9 +186,9 @@ class MqttSink:
             before = []
         if not isinstance(before, list):
             before = []
-        # Only names a camera can have: anything else (a damaged file, "a/#") would make a
-        # topic the broker refuses, inside on_connect, and the daemon would never say online.
-        left = [c for c in before if isinstance(c, str) and NAME.fullmatch(c)]
+        # Only names a camera can have: anything else (a damaged file, "a/#", 70 000 letters)
+        # would make a topic the broker or paho refuses, inside on_connect.
+        left = [c for c in before if is_name(c)]
         if len(left) != len(before):
             log.warning("%s: ignoring %d entries that are not camera names",
                         self._announced_file, len(before) - len(left))  # fmt: skip
@@ -229,24 +243,63 @@ class MqttSink:
             # Held rows are the oldest ones, so the first len(held) + room rows cover the window.
             waiting = [r for r in self.outbox.pending(len(held) + room) if r[0] not in held]
             for row_id, topic, payload, qos, retain in waiting:
-                self._publish(topic, payload, qos, retain, row_id)
+                try:
+                    self._publish(topic, payload, qos, retain, row_id)
+                except ValueError as exc:  # paho refuses it: it never will take it, drop it
+                    self._rate.log(log, logging.ERROR, "outbox: dropping row %d, which MQTT "
+                                   "cannot carry (%s)", row_id, exc)  # fmt: skip
+                    self.outbox.remove(row_id)
             if len(waiting) < room:  # nothing else waits: new alerts may go straight to paho
                 self._backlog = False
 
     def _sender(self) -> None:
         """Hands waiting alerts to paho as acks free its window, and rebuilds the client if
-        paho's network thread ever dies (nothing would be sent again)."""
+        paho's network thread ever dies (nothing would be sent again). It never ends silently:
+        an exception is logged and the round tried again; SENDER_MAX_ERRORS in a row mark the
+        sink `failed`, and the pipeline then stops the daemon non-zero (systemd restarts it)."""
+        errors = 0
         while not self._closing:
-            if self._refill.wait(WATCH_S):
+            if self._refill.wait(SENDER_RETRY_S if errors else WATCH_S):
                 self._refill.clear()
             if self._closing:
                 return
-            # paho clears `_thread` when its thread ends; only close() (with _closing) may end it.
-            thread = getattr(self.client, "_thread", None)
-            if thread is None or not thread.is_alive():
-                self._rebuild()
-            self._hand_over()
-            self._publish_states()
+            try:
+                self._send_round()
+            except Exception as exc:  # a bug or a fault we do not know: every alert waits on us
+                errors += 1
+                if errors >= SENDER_MAX_ERRORS:
+                    self.failed = f"the MQTT sender failed {errors} times in a row ({exc!r})"
+                    log.critical("%s: no alert can be sent", self.failed, exc_info=True)
+                    return
+                self._rate.log(log, logging.ERROR, "MQTT sender failed (%r), %d in a row; "
+                               "retrying", exc, errors, exc_info=True)  # fmt: skip
+            else:
+                errors = 0
+
+    def _send_round(self) -> None:
+        # paho clears `_thread` when its thread ends; only close() (with _closing) may end it.
+        thread = getattr(self.client, "_thread", None)
+        if thread is None or not thread.is_alive():
+            self._rebuild()
+        self._watch_connect()
+        self._hand_over()
+        self._publish_states()
+
+    def _watch_connect(self) -> None:
+        """A broker that takes the TCP connection but never answers our CONNECT (no MQTT
+        listener on that port, a proxy, TLS expected, an overloaded broker) would be silent:
+        paho only gives up after a keepalive, then tries again. Said once per attempt."""
+        since = self._connecting_since
+        if since is None or time.monotonic() - since < CONNACK_TIMEOUT_S:
+            return
+        if self.connected.is_set() or self.client.socket() is None:
+            return  # connected, or still opening the socket (paho says if that fails)
+        self._connecting_since = None
+        self.connect_timeouts += 1
+        self._rate.log(log, logging.ERROR, "MQTT broker %s took the connection but did not answer "
+                       "CONNECT within %g s (an MQTT listener on that port? TLS? overloaded?); "
+                       "alerts are kept in the outbox; retrying", self.broker,
+                       CONNACK_TIMEOUT_S)  # fmt: skip
 
     def _publish_states(self) -> None:
         """Every camera's fall state, retained, once nothing older waits or is in flight; then
@@ -268,7 +321,8 @@ class MqttSink:
             self._publish(f"{self.base}/availability", "online", 1, True, None)
 
     def _rebuild(self) -> None:
-        log.error("MQTT network thread ended unexpectedly: rebuilding the client")
+        self._rate.log(log, logging.ERROR, "MQTT network thread ended unexpectedly: rebuilding "
+                       "the client")  # fmt: skip
         self.connected.clear()
         with self._send_lock:
             with self._lock:
@@ -281,9 +335,13 @@ class MqttSink:
 
     # ------------------------------------------------------------------ callbacks (paho's thread)
 
+    def _on_pre_connect(self, _client: mqtt.Client, _userdata: Any) -> None:
+        self._connecting_since = time.monotonic()
+
     def _on_connect(
         self, client: mqtt.Client, _userdata: Any, _flags: Any, reason: ReasonCode, _props: Any
     ) -> None:
+        self._connecting_since = None
         if reason.is_failure:
             self.connected.clear()
             error = f"MQTT broker {self.broker} refused the connection: {reason}"
@@ -297,14 +355,17 @@ class MqttSink:
         self.connected.set()
         # Subscriptions belong here: a reconnect starts a fresh session without them.
         client.subscribe([(f"{self.cfg.discovery_prefix}/status", 1), (f"{self.base}/+/ack", 1)])
-        self._announce()
-        self._state_due = True
-        self._refill.set()  # the sender re-publishes the fall states when it is safe
+        try:
+            self._announce()
+        finally:  # whatever announcing did, the fall states and `online` follow
+            self._state_due = True
+            self._refill.set()  # the sender re-publishes the fall states when it is safe
 
     def _on_connect_fail(self, _client: mqtt.Client, _userdata: Any) -> None:
         # paho calls this inside its `except OSError`: the exception says why (refused, DNS,
         # TLS verification or handshake).
         exc = sys.exc_info()[1]
+        self._connecting_since = None
         error = f"MQTT broker {self.broker} unreachable: {exc or 'connection failed'}"
         if error != self.last_error:  # once per distinct problem, not on every retry
             log.error("%s (alerts are kept in the outbox; retrying)", error)
@@ -315,6 +376,7 @@ class MqttSink:
     ) -> None:
         was = self.connected.is_set()
         self.connected.clear()
+        self._connecting_since = None
         if was and not self._closing:
             log.warning(
                 "MQTT disconnected from %s (%s); alerts are kept in the outbox", self.broker, reason
@@ -342,9 +404,11 @@ class MqttSink:
         if msg.topic.startswith(prefix) and msg.topic.endswith("/ack"):
             camera = msg.topic[len(prefix) : -len("/ack")]
             if camera not in self.cameras:
-                log.warning("MQTT: acknowledgement for unknown camera %r ignored", camera)
+                line = "MQTT: acknowledgement for unknown camera %s ignored"
+                self._rate.log(log, logging.WARNING, line, shown(camera))
             elif msg.retain:
-                log.warning("MQTT: retained acknowledgement on %s ignored (stale)", msg.topic)
+                line = "MQTT: retained acknowledgement on %s ignored (stale)"
+                self._rate.log(log, logging.WARNING, line, msg.topic)
             elif self._command is not None:
                 self._command(camera, "ack")
             return
@@ -402,7 +466,7 @@ class MqttSink:
         """Discovery and camera states: re-sent on every (re)connect (availability follows the
         fall states, in `_publish_states`)."""
         for topic, payload in self.discovery().items():
-            self._publish(topic, json.dumps(payload), 1, True, None)
+            self._publish(topic, strict_json(payload), 1, True, None)
         for cam in self.cameras:
             self._publish(
                 f"{self.base}/{cam}/status", self._status.get(cam, "offline"), 1, True, None
@@ -458,12 +522,22 @@ class MqttSink:
 
     def stats(self, snapshot: Snapshot) -> None:
         if self.connected.is_set():
-            payload = json.dumps(snapshot.stats_payload(), sort_keys=True)
+            payload = strict_json(snapshot.stats_payload(), sort_keys=True)
             self._publish(f"{self.base}/stats", payload, 0, True, None)
 
     def health(self) -> list[SinkHealth]:
         o = self.outbox
-        return [SinkHealth("mqtt", self.connected.is_set(), len(o), o.dropped, o.degraded)]
+        return [
+            SinkHealth(
+                "mqtt",
+                self.connected.is_set(),
+                len(o),
+                o.dropped,
+                o.degraded,
+                failed=self.failed,
+                connect_timeouts=self.connect_timeouts,
+            )
+        ]
 
     def camera_status(self, camera: str, status: str) -> None:
         self._status[camera] = status
@@ -484,6 +558,7 @@ class MqttSink:
         self.client.disconnect()
         self.client.loop_stop()
         PAHO_LOG.removeFilter(self._quiet_close)
+        PAHO_LOG.removeFilter(self._paho_rate)
         left = len(self.outbox)
         if left:
             log.warning(

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edge_hf.core.errors import shown
 from edge_hf.core.hyperframe import HyperframeBuilder, WindowStacker
 from edge_hf.core.personcrop import crop_box, cut, work_size
 from edge_hf.daemon.capture import CaptureThread
@@ -28,6 +29,7 @@ from edge_hf.daemon.classifier import Classifier
 from edge_hf.daemon.config import CameraConfig, Config
 from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.load import LOAD_PERIOD_S, LoadTotals, LoadWatch
+from edge_hf.daemon.lograte import LogRate
 from edge_hf.daemon.person import PersonStage, PoseSlot
 from edge_hf.daemon.ring import FrameRing, Window
 from edge_hf.daemon.sdnotify import Notifier, watchdog_interval_s
@@ -135,6 +137,7 @@ class Pipeline:
         self._new_sample = wake  # every camera's ring sets it on a write
         self._commands: deque[tuple[str, str]] = deque(maxlen=100)  # (camera, command) from MQTT
         self.stats = PipelineStats()
+        self._rate = LogRate()  # commands come from outside: a flood of them is a few lines
         # A hyper-volume model (volumes V) sees V consecutive hyperframes of T samples each:
         # the newest V*T samples in time order, stacked on channels like one long hyperframe
         # (block v holds hyperframe v, oldest first: what training's `_stack` builds).
@@ -325,9 +328,10 @@ class Pipeline:
             name, command = self._commands.popleft()
             cam = next((c for c in self.cameras if c.cfg.name == name), None)
             if cam is None or command != "ack":
-                log.warning("ignoring command %r for camera %r", command, name)
+                self._rate.log(log, logging.WARNING, "ignoring command %s for camera %s",
+                               shown(command), shown(name))  # fmt: skip
                 continue
-            log.info("%s: fall acknowledged", name)
+            self._rate.log(log, logging.INFO, "%s: fall acknowledged", name, key=(name, "ack"))
             for event in cam.detector.acknowledge(time.monotonic()):
                 self.sink.send(event)
 
@@ -399,6 +403,7 @@ class Pipeline:
         beat_s = min(5.0, watchdog_interval_s() or 5.0)
         next_beat = time.monotonic()
         next_stats = time.monotonic() + min(10.0, self.cfg.stats_interval_s)
+        failure = ""  # the alarm path itself failed: the daemon stops, non-zero
         try:
             while not self.stop.is_set():
                 # Under load no wait: windows that come due while a batch runs join the next one
@@ -420,7 +425,12 @@ class Pipeline:
                     self.sink.stats(self.snapshot())
                 if now >= next_beat:
                     next_beat = now + beat_s
-                    self.notifier.status(self.snapshot().status_line())
+                    snap = self.snapshot()
+                    self.notifier.status(snap.status_line())
+                    failure = next((f"alert sink {s.name}: {s.failed}" for s in snap.sinks
+                                    if s.failed), "")  # fmt: skip
+                    if failure:
+                        break  # no alert would go out: systemd's Restart= is the way back
                     if self.making_progress(now):
                         self.notifier.watchdog()
                 if all(c.thread is not None and not c.thread.is_alive() for c in self.cameras):
@@ -428,6 +438,8 @@ class Pipeline:
                     break
         finally:
             self.shutdown(drain_s)
+        if failure:
+            raise RuntimeError(f"{failure}; stopping (restart to retry)")
 
     def shutdown(self, drain_s: float) -> None:
         """Stop capture, classify what is left within the budget, close events, close the sink."""

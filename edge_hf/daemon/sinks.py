@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import sys
@@ -12,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol, TextIO
 
-from edge_hf.daemon.events import Evidence, FallEvent
+from edge_hf.daemon.events import Evidence, FallEvent, strict_json
 from edge_hf.daemon.status import SinkHealth, Snapshot
 
 log = logging.getLogger(__name__)
@@ -121,7 +120,7 @@ class JsonLinesSink(QuietSink):
     def camera_status(self, camera: str, status: str) -> None:
         if self.statuses:
             with self._lock:
-                self.stream.write(json.dumps({"camera": camera, "status": status}) + "\n")
+                self.stream.write(strict_json({"camera": camera, "status": status}) + "\n")
                 self.stream.flush()
 
     def close(self) -> None:

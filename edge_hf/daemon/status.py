@@ -20,6 +20,8 @@ class SinkHealth:
     queued: int  # alerts waiting for an acknowledgement
     dropped: int  # alerts given up (outbox full)
     degraded: bool = False  # the outbox cannot write: alerts are held in memory
+    failed: str = ""  # why the sink can send nothing any more (the daemon stops): "" while it can
+    connect_timeouts: int = 0  # connections the broker took without ever answering CONNECT
 
 
 @dataclass(frozen=True)
@@ -86,11 +88,16 @@ class Snapshot:
             if s.name == "mqtt":
                 out["outbox_depth"], out["outbox_dropped"] = s.queued, s.dropped
                 out["outbox_degraded"] = s.degraded
+                out["mqtt_connect_timeouts"] = s.connect_timeouts
         return out
 
     def status_line(self) -> str:
-        """Per-camera state for systemd's STATUS= (shown by `systemctl status`)."""
-        return "; ".join(f"{c.name}: {c.state}" for c in self.cameras)
+        """Per-camera state for systemd's STATUS= (shown by `systemctl status`), and an outbox
+        that cannot write."""
+        line = "; ".join(f"{c.name}: {c.state}" for c in self.cameras)
+        if any(s.degraded for s in self.sinks):
+            line += "; outbox degraded (disk refuses writes: alerts held in memory)"
+        return line
 
     def summary(self) -> str:
         """One line: windows, skips, drops, inference and capture-to-decision latency."""
