@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from edge_hf.core.errors import UserError
+from edge_hf.core.files import read_small_file
 
 Provider = Literal["tensorrt", "cuda", "cpu"]
 NAME = re.compile(r"[A-Za-z0-9_-]+")  # always fullmatch: "$" would let "box\n" through
@@ -602,9 +603,9 @@ def check_metrics_port(cfg: Config) -> None:
 
 
 def load_config(path: Path) -> Config:
-    """Read and validate a YAML config file."""
+    """Read and validate a YAML config file (a regular file of at most MAX_CONFIG_BYTES)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_small_file(path, MAX_CONFIG_BYTES, str(path), "a config").decode("utf-8")
     except OSError as exc:
         raise UserError(f"{path}: cannot read the config ({exc.strerror})") from None
     except UnicodeDecodeError as exc:
