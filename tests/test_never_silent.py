@@ -3,11 +3,16 @@ refused in one line naming the file, key or value, never accepted quietly nor a 
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -41,3 +46,105 @@ def test_check_refuses_a_device_and_a_fifo_as_config_without_reading_them(tmp_pa
     big = tmp_path / "big.yaml"
     big.write_text("device_id: x\n" + "#" * 2_000_000 + "\n")
     _one_line(_cli("check", "--config", str(big), timeout=60), "bytes; a config is at most")
+
+
+# ------------------------------------------------------------------ 9: hostile pose heads
+
+SHIPPED_HEAD = ROOT / "models" / "pose-head.json"
+POSE_MODEL = ROOT / "models" / "person-movenet-multipose-lightning.onnx"
+DEMO_MODEL = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
+
+
+def _head_config(tmp_path: Path, head: Path, person: str = "", model: Path = POSE_MODEL) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        f"device_id: t\nmodel:\n  path: {DEMO_MODEL}\ncameras:\n  - name: a\n    source: x.mp4\n"
+        f"state_dir: {tmp_path / 's'}\nperson:\n  model: {model}\n  head: {head}\n{person}"
+    )
+    return path
+
+
+def _edited_head(tmp_path: Path, **changes: object) -> Path:
+    d = json.loads(SHIPPED_HEAD.read_text())
+    d.update(changes)
+    path = tmp_path / "head.json"
+    path.write_text(json.dumps(d))  # allow_nan: NaN is written as the bare word NaN
+    return path
+
+
+NAN_W1 = [[float("nan")] * 10, *json.loads(SHIPPED_HEAD.read_text())["w1"][1:]]
+HOSTILE_HEADS = [
+    ("NaN weights", {"w1": NAN_W1}, "w1 holds NaN"),
+    ("NaN threshold", {"threshold": float("nan")}, "threshold holds NaN"),
+    ("threshold 5", {"threshold": 5}, "threshold = 5: a probability in [0, 1]"),
+    ("threshold true", {"threshold": True}, "threshold holds true"),
+    ("b2 a string", {"b2": "0.1"}, 'b2 holds "0.1"'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "changes", "needle"), HOSTILE_HEADS, ids=[h[0] for h in HOSTILE_HEADS]
+)
+def test_a_hostile_head_file_is_one_line_at_check(
+    name: str, changes: dict[str, object], needle: str, tmp_path: Path
+) -> None:
+    head = _edited_head(tmp_path, **changes)
+    line = _one_line(_cli("check", "--config", str(_head_config(tmp_path, head))), needle)
+    assert f"person.head: {head}" in line
+
+
+def test_a_head_file_nested_200000_deep_is_one_line_not_a_recursion_error(tmp_path: Path) -> None:
+    head = tmp_path / "deep.json"
+    head.write_text("[" * 200_000 + "]" * 200_000)
+    line = _one_line(_cli("check", "--config", str(_head_config(tmp_path, head))), "person.head")
+    assert "not a pose head file (nested too deep)" in line
+
+
+def test_a_pose_rate_that_never_decides_is_refused() -> None:
+    from edge_hf.core.errors import UserError
+    from edge_hf.daemon.config import parse_config
+
+    base = "device_id: t\nmodel: {path: m.onnx}\ncameras: [{name: a, source: x}]\n"
+    for rate in ("0.0001", "0.4", "31"):
+        with pytest.raises(UserError, match=rf"c.yaml:4: person.rate_hz = {rate}"):
+            parse_config(base + f"person: {{model: p.onnx, rate_hz: {rate}}}\n", "c.yaml")
+    assert parse_config(base + "person: {model: p.onnx, rate_hz: 0.5}\n").person.rate_hz == 0.5
+
+
+def _other_pose_model(tmp_path: Path) -> Path:
+    """MoveNet with another doc string: the same graph, other bytes (another model to the head)."""
+    import onnx
+
+    proto = onnx.load(str(POSE_MODEL))
+    proto.doc_string = "re-exported"
+    out = tmp_path / "other-pose.onnx"
+    onnx.save(proto, str(out))
+    return out
+
+
+def test_check_holds_the_config_to_the_heads_contract(tmp_path: Path) -> None:
+    ok = _cli("check", "--config", str(_head_config(tmp_path, SHIPPED_HEAD)))
+    assert ok.returncode == 0 and "WARNING" not in ok.stderr, ok.stderr
+    for person, needle in (
+        ("  rate_hz: 10\n", "was fitted at 5 Hz but person.rate_hz = 10: set person.rate_hz: 5"),
+        ("  side: 320\n", "was fitted at side 256 but person.side = 320: set person.side: 256"),
+        ("  confirm_s: 2\n", "confirm_s = 1.0 but this config's is 2.0: set person.confirm_s: 1"),
+    ):
+        _one_line(
+            _cli("check", "--config", str(_head_config(tmp_path, SHIPPED_HEAD, person))), needle
+        )
+    other = _cli(
+        "check",
+        "--config",
+        str(_head_config(tmp_path, SHIPPED_HEAD, model=_other_pose_model(tmp_path))),
+    )
+    _one_line(other, "was fitted on the poses of person-movenet-multipose-lightning.onnx")
+    # A head saved before heads carried a contract: accepted, with one line of warning.
+    d = json.loads(SHIPPED_HEAD.read_text())
+    del d["contract"]
+    old = tmp_path / "old-head.json"
+    old.write_text(json.dumps(d, indent=1))
+    proc = _cli("check", "--config", str(_head_config(tmp_path, old, "  rate_hz: 10\n")))
+    warned = [x for x in proc.stderr.splitlines() if "WARNING" in x]
+    assert proc.returncode == 0 and len(warned) == 1, proc.stderr
+    assert f"person.head: {old} does not say which pose model" in warned[0]

@@ -43,7 +43,7 @@ from edge_hf.daemon.config import (
 )
 from edge_hf.daemon.events import FallDetector, ModelInfo
 from edge_hf.daemon.journal import JournalSink, OpenEvents
-from edge_hf.daemon.person import PersonStage
+from edge_hf.daemon.person import PersonStage, load_head
 from edge_hf.daemon.pipeline import CameraRuntime, Pipeline
 from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.ring import FrameRing
@@ -70,10 +70,7 @@ def check(path: Path) -> tuple[Config, ModelContract]:
         from edge_hf.core.pose import PoseEstimator
 
         PoseEstimator(cfg.person.model, side=cfg.person.side)  # loads, or one line
-        if cfg.person.head is not None:
-            from edge_hf.core.posehead import PoseHead
-
-            PoseHead.load(cfg.person.head)
+        load_head(cfg.person)  # its values and its contract against this config
     return cfg, contract
 
 

@@ -228,7 +228,7 @@ class PersonConfig(_Section):
 
     model: Path | None = None
     head: Path | None = None
-    rate_hz: float = Field(5.0, gt=0, le=30)
+    rate_hz: float = Field(5.0, ge=0.5, le=30)  # below 0.5 Hz a fall is over between frames
     side: int = Field(256, ge=128, le=1024, multiple_of=32)
     decision: Literal["combined", "pose", "either", "both", "cnn"] = "combined"
     confirm_s: float = Field(1.0, ge=0, le=60)  # pose rules: down this long after the descent
