@@ -148,3 +148,43 @@ def test_check_holds_the_config_to_the_heads_contract(tmp_path: Path) -> None:
     warned = [x for x in proc.stderr.splitlines() if "WARNING" in x]
     assert proc.returncode == 0 and len(warned) == 1, proc.stderr
     assert f"person.head: {old} does not say which pose model" in warned[0]
+
+
+# ------------------------------------------------------------------ 13: TLS files that are not
+
+
+def test_tls_files_that_are_not_certificates_are_named_at_check_and_run(tmp_path: Path) -> None:
+    from tests.broker import make_tls
+
+    ca, cert, key = make_tls(tmp_path / "tls")
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+
+    def config(tls: str) -> Path:
+        path = tmp_path / "c.yaml"
+        path.write_text(
+            f"device_id: t\nmodel: {{path: {DEMO_MODEL}}}\ncameras: [{{name: a, source: x.mp4}}]\n"
+            f"state_dir: {tmp_path / 's'}\nmqtt: {{host: 127.0.0.1, tls: {{{tls}}}}}\n"
+        )
+        return path
+
+    assert (
+        _cli("check", "--config", str(config(f"ca: {ca}, cert: {cert}, key: {key}"))).returncode
+        == 0
+    )
+    for tls, needle in (
+        (f"ca: {junk}", f"mqtt.tls.ca: {junk} holds no PEM certificate"),
+        (f"ca: {ca}, cert: {junk}, key: {key}", f"mqtt.tls.cert: {junk} holds no PEM certificate"),
+        (
+            f"ca: {ca}, cert: {cert}, key: {junk}",
+            f"mqtt.tls.key: {junk} is not an unencrypted PEM key",
+        ),
+        (f"ca: {ca}, cert: {cert}, key: {ca.with_name('ca.key')}", "(key values mismatch)"),
+        (
+            f"ca: {ca}, cert: {cert}",
+            f"mqtt.tls.cert: {cert} holds no private key: give mqtt.tls.key",
+        ),
+    ):
+        _one_line(_cli("check", "--config", str(config(tls))), needle)
+    # run dies on the same file, naming the key, before it starts anything
+    _one_line(_cli("run", "--config", str(config(f"ca: {junk}"))), "mqtt.tls.ca: ")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 from pathlib import Path
 from typing import Any, Literal
 
@@ -130,11 +131,51 @@ class CameraConfig(_Section):
         return v
 
 
+def _ssl_reason(exc: ssl.SSLError) -> str:
+    """OpenSSL's reason (`KEY_VALUES_MISMATCH`) as " (key values mismatch)", or nothing."""
+    return f" ({exc.reason.lower().replace('_', ' ')})" if exc.reason else ""
+
+
 class TlsConfig(_Section):
+    """TLS to the broker: the CA bundle that signed its certificate, this client's own."""
+
     ca: Path | None = None
     cert: Path | None = None
     key: Path | None = None
     insecure: bool = False  # skip hostname check (self-signed test brokers only)
+
+    @model_validator(mode="after")
+    def _key_with_cert(self) -> TlsConfig:
+        if self.key is not None and self.cert is None:
+            raise ValueError("key is the client certificate's key: give cert too")
+        return self
+
+    def load(self) -> None:
+        """Load the files as TLS will (for `check` and at start): a file that is not what its
+        key says is a one-line UserError naming the key, not an SSL traceback at connect."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        for key in ("ca", "cert"):  # a client certificate loads as a trust anchor too
+            path = getattr(self, key)
+            try:
+                if path is not None:
+                    ctx.load_verify_locations(cafile=str(path))
+            except ssl.SSLError as exc:
+                raise UserError(
+                    f"mqtt.tls.{key}: {path} holds no PEM certificate{_ssl_reason(exc)}; give "
+                    + ("the CA bundle that signed the broker's certificate" if key == "ca"
+                       else "this client's certificate")
+                ) from None  # fmt: skip
+        if self.cert is None:
+            return
+        try:  # an encrypted key is refused here: no one can type its passphrase under systemd
+            ctx.load_cert_chain(str(self.cert), self.key and str(self.key), password=lambda: "")
+        except ssl.SSLError as exc:
+            key, what = (
+                ("key", f"{self.key} is not an unencrypted PEM key of mqtt.tls.cert")
+                if self.key is not None
+                else ("cert", f"{self.cert} holds no private key: give mqtt.tls.key")
+            )
+            raise UserError(f"mqtt.tls.{key}: {what}{_ssl_reason(exc)}") from None
 
 
 class MqttConfig(_Section):
@@ -211,6 +252,7 @@ class MqttConfig(_Section):
                 path.open("rb").close()
             except OSError as exc:
                 raise UserError(f"mqtt.tls.{key}: cannot read {path} ({exc.strerror})") from None
+        self.tls.load()
 
 
 class PersonConfig(_Section):
