@@ -188,3 +188,45 @@ def test_tls_files_that_are_not_certificates_are_named_at_check_and_run(tmp_path
         _one_line(_cli("check", "--config", str(config(tls))), needle)
     # run dies on the same file, naming the key, before it starts anything
     _one_line(_cli("run", "--config", str(config(f"ca: {junk}"))), "mqtt.tls.ca: ")
+
+
+# ------------------------------------------------------------------ 17: every secret masked
+
+
+def test_fragment_and_unlisted_query_secrets_never_reach_doctor_nor_errors(tmp_path: Path) -> None:
+    import socket
+
+    from edge_hf.daemon.sources import redact
+
+    assert (
+        redact("https://cam/s#access_token=T0K&type=bearer")
+        == "https://cam/s#access_token=***&type=***"
+    )
+    assert redact("http://cam/s.mjpg?jwt=eyJ.x.y&res=hd") == "http://cam/s.mjpg?jwt=***&res=***"
+    assert (
+        redact("rtsp://admin:p@ss@cam:554/live;auth=K3Y")
+        == "rtsp://admin:***@cam:554/live;auth=***"
+    )
+    assert (
+        redact('rtspsrc location="rtsp://a:pw@cam/s?x=1" ! appsink')
+        == 'rtspsrc location="rtsp://a:***@cam/s?x=***" ! appsink'
+    )
+    assert redact("clips/my fall#1.avi") == "clips/my fall#1.avi"  # a file name is not a URL
+    with socket.socket() as sock:  # a port nothing listens on: the camera is refused at once
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    source = f"http://viewer:hunter2@127.0.0.1:{port}/video.mjpg?jwt=eyJSECRET#access_token=T0KEN"
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"device_id: t\nmodel: {{path: {DEMO_MODEL}}}\ncameras: [{{name: a, source: '{source}'}}]\n"
+        f"state_dir: {tmp_path / 's'}\n"
+    )
+    proc = _cli("doctor", "--config", str(config))
+    assert proc.returncode == 1 and "FAIL  camera a:" in proc.stdout, proc.stdout + proc.stderr
+    for secret in ("hunter2", "eyJSECRET", "T0KEN"):
+        assert secret not in proc.stdout + proc.stderr
+    proc = _cli("replay", "--config", str(config), "--state-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "is a live source" in proc.stderr.splitlines()[-1]
+    assert "Traceback" not in proc.stderr and all(
+        secret not in proc.stderr for secret in ("hunter2", "eyJSECRET", "T0KEN")
+    )

@@ -16,7 +16,7 @@ from tqdm import tqdm
 from edge_hf.core.video import to_model_rgb
 from edge_hf.daemon.capture import sample_by_media_time
 from edge_hf.daemon.pipeline import CameraRuntime, Pipeline
-from edge_hf.daemon.sources import OpenCVSource, SourceError, make_source
+from edge_hf.daemon.sources import OpenCVSource, SourceError, make_source, redact
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def _open_file(cam: CameraRuntime) -> OpenCVSource:
     if not isinstance(src, OpenCVSource) or src.live:
         raise SourceError(
             f"cameras.{cam.cfg.name}.source: replay reads recorded files; "
-            f"{cam.cfg.source!r} is a live source (use edge-hf run, or give --video FILE)"
+            f"{redact(cam.cfg.source)!r} is a live source (use edge-hf run, or give --video FILE)"
         )
     try:
         src.open()
