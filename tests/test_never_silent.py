@@ -230,3 +230,52 @@ def test_fragment_and_unlisted_query_secrets_never_reach_doctor_nor_errors(tmp_p
     assert "Traceback" not in proc.stderr and all(
         secret not in proc.stderr for secret in ("hunter2", "eyJSECRET", "T0KEN")
     )
+
+
+# ------------------------------------------------------------------ 18: a file name not in UTF-8
+
+
+def test_a_video_whose_name_is_not_utf8_is_one_line_at_replay_and_calibrate(tmp_path: Path) -> None:
+    import cv2
+    import numpy as np
+
+    name = os.fsdecode(b"chute-caf\xe9.avi")  # Latin-1 bytes, as an old camera's SD card names it
+    video = tmp_path / name
+    writer = cv2.VideoWriter(
+        str(tmp_path / "v.avi"), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (96, 96)
+    )
+    for _ in range(20):
+        writer.write(np.full((96, 96, 3), 128, np.uint8))
+    writer.release()
+    os.rename(tmp_path / "v.avi", video)
+    needle = "chute-caf\\xe9.avi: the file name is not UTF-8; rename the file"
+    proc = _cli(
+        "replay",
+        "--model",
+        str(DEMO_MODEL),
+        "--video",
+        str(video),
+        "--state-dir",
+        str(tmp_path / "r"),
+    )
+    _one_line(proc, needle)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"device_id: t\nmodel: {{path: {DEMO_MODEL}, providers: [cpu]}}\n"
+        f"cameras: [{{name: a, source: x.mp4}}]\nstate_dir: {tmp_path / 's'}\n"
+    )
+    _one_line(
+        _cli(
+            "replay",
+            "--config",
+            str(config),
+            "--video",
+            str(video),
+            "--state-dir",
+            str(tmp_path / "r"),
+        ),
+        needle,
+    )
+    _one_line(
+        _cli("calibrate", "--config", str(config), "--camera", "a", "--video", str(video)), needle
+    )

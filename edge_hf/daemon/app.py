@@ -318,6 +318,22 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
     return 0
 
 
+def video_source(path: Path) -> str:
+    """A `--video FILE` as a camera source: an existing file whose name is UTF-8 (a camera's
+    source is text, and OpenCV opens names as UTF-8); else a one-line UserError."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 (Python keeps them as surrogates)
+        shown = str(os.fsencode(path))[2:-1]  # /clips/caf\xe9.avi
+        raise UserError(
+            f"--video {shown}: the file name is not UTF-8; rename the file, or link it under a "
+            "UTF-8 name"
+        ) from None
+    if not path.is_file():
+        raise UserError(f"--video {path}: no such file")
+    return str(path)
+
+
 @dataclass(frozen=True)
 class ReplayRequest:
     """What `edge-hf replay` was asked: a config, or a model and a video, and where events go."""
@@ -342,7 +358,7 @@ def _replay_config(req: ReplayRequest) -> Config:
         if req.model is not None:
             cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"path": req.model})})
         if req.video is not None:  # the replayed camera takes the video's place
-            first = cfg.enabled_cameras()[0].model_copy(update={"source": str(req.video)})
+            first = cfg.enabled_cameras()[0].model_copy(update={"source": video_source(req.video)})
             cfg = cfg.model_copy(update={"cameras": [first]})
         client = f"{cfg.mqtt.client_id or f'edge-hf-{cfg.device_id}'}-replay"
         mqtt = cfg.mqtt.model_copy(
@@ -360,7 +376,7 @@ def _replay_config(req: ReplayRequest) -> Config:
         {
             "device_id": "replay",
             "model": {"path": req.model, "providers": ["cpu"]},
-            "cameras": [{"name": name.strip("_") or "video", "source": str(req.video)}],
+            "cameras": [{"name": name.strip("_") or "video", "source": video_source(req.video)}],
             "state_dir": req.state_dir,
         }
     )
@@ -370,8 +386,6 @@ def replay(req: ReplayRequest) -> int:
     """`edge-hf replay`: the daemon's pipeline over file(s) as fast as possible, deterministic."""
     if not 0.0 <= req.hold_end_s <= 3600.0:
         raise UserError(f"--hold-end-s {req.hold_end_s:g}: seconds in [0, 3600]")
-    if req.video is not None and not req.video.is_file():
-        raise UserError(f"--video {req.video}: no such file")
     cfg = _replay_config(req)
     ensure_state_dir(cfg)
     name = str(req.config) if req.config else "replay"

@@ -27,7 +27,7 @@ import numpy as np
 
 from edge_hf.core.errors import UserError
 from edge_hf.core.video import VideoError
-from edge_hf.daemon.app import build_pipeline, operating_point
+from edge_hf.daemon.app import build_pipeline, operating_point, video_source
 from edge_hf.daemon.config import Config, DetectionConfig, ensure_state_dir, load_config
 from edge_hf.daemon.events import FallDetector, smoothed_level
 from edge_hf.daemon.pipeline import Pipeline
@@ -147,9 +147,7 @@ def _one_camera(cfg: Config, camera: str, video: Path | None) -> Config:
         raise UserError(f"--camera {camera!r}: no such camera in the config (cameras: {names})")
     cam = cams[0].model_copy(update={"enabled": True})
     if video is not None:
-        if not video.is_file():
-            raise UserError(f"--video {video}: no such file")
-        cam = cam.model_copy(update={"source": str(video), "loop": False})
+        cam = cam.model_copy(update={"source": video_source(video), "loop": False})
     return cfg.model_copy(update={"cameras": [cam]})
 
 
