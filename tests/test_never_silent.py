@@ -9,6 +9,7 @@ import resource
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -279,3 +280,69 @@ def test_a_video_whose_name_is_not_utf8_is_one_line_at_replay_and_calibrate(tmp_
     _one_line(
         _cli("calibrate", "--config", str(config), "--camera", "a", "--video", str(video)), needle
     )
+
+
+# ------------------------------------------------------------------ 11: replay stays off live topics
+
+
+@pytest.fixture
+def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
+    from tests.broker import Broker
+
+    b = Broker(tmp_path / "broker").start()
+    yield b
+    b.stop()
+
+
+def test_a_replay_never_overwrites_the_live_devices_retained_state_nor_uses_its_state_dir(
+    broker: Any, tmp_path: Path
+) -> None:
+    import fcntl
+
+    import paho.mqtt.publish as publish
+
+    from edge_hf.training.synth import write_demo_clips
+    from tests.test_mqtt import Subscriber
+
+    fall = {p.stem: p for p in write_demo_clips(tmp_path / "demo")}["fall_demo"]
+    live = tmp_path / "live"
+    config = tmp_path / "live.yaml"
+    config.write_text(
+        f"device_id: box\nmodel: {{path: {DEMO_MODEL}, providers: [cpu], threshold: 0.75}}\n"
+        f"cameras: [{{name: hall, source: {fall}}}]\nmqtt: {{host: 127.0.0.1, port: {broker.port}}}\n"
+        f"state_dir: {live}\n"
+    )
+    # The live daemon's state_dir, locked as a running daemon holds it, and another daemon's.
+    held = []
+    for folder in (live, tmp_path / "other"):
+        folder.mkdir(mode=0o700)
+        held.append((folder / "edge-hf.lock").open("a+"))
+        fcntl.flock(held[-1], fcntl.LOCK_EX | fcntl.LOCK_NB)
+    replay = ("replay", "--config", str(config), "--publish", "--state-dir")
+    _one_line(_cli(*replay, str(live)), f"--state-dir {live} is the config's state_dir")
+    _one_line(_cli(*replay, str(tmp_path / "other")), "is held by a running edge-hf")
+    # A fall nobody has acknowledged yet on the live camera: retained ON, the device online.
+    publish.multiple(
+        [{"topic": "edge_hf/box/hall/fall", "payload": "ON", "retain": True, "qos": 1},
+         {"topic": "edge_hf/box/availability", "payload": "online", "retain": True, "qos": 1}],
+        hostname="127.0.0.1", port=broker.port,
+    )  # fmt: skip
+    proc = _cli(*replay, str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "replay --publish: under edge_hf/box-replay/..." in proc.stderr
+    sub = Subscriber(broker.port, "edge_hf/#", name="after")
+    try:
+        got = sub.wait_for(
+            lambda m: (
+                {"edge_hf/box/hall/fall", "edge_hf/box-replay/hall/fall"} <= {t for t, _, _ in m}
+            )
+        )
+        retained = {t: p for t, p, r in got if r}
+        assert retained["edge_hf/box/hall/fall"] == b"ON", "the live alarm is still on"
+        assert retained["edge_hf/box/availability"] == b"online"
+        assert retained["edge_hf/box-replay/hall/fall"] == b"OFF"  # the replay's own fall ended
+    finally:
+        sub.close()
+    assert sorted(p.name for p in live.iterdir()) == ["edge-hf.lock"], "the live state is untouched"
+    for lock in held:
+        lock.close()

@@ -345,16 +345,22 @@ class ReplayRequest:
     origin_unix: float = 0.0
     timeline_png: Path | None = None
     hold_end_s: float = 0.0
-    # Also publish to the config's MQTT broker (as client `<client id>-replay`). Off by default:
-    # a replayed fall clip must never raise a live alarm or take the daemon's place on the broker.
+    # Also publish to the config's MQTT broker (as client `<client id>-replay`, under device
+    # `<device_id>-replay`). Off by default: a replayed fall clip must never raise a live alarm,
+    # overwrite a live camera's retained state or take the daemon's place on the broker.
     publish: bool = False
 
 
 def _replay_config(req: ReplayRequest) -> Config:
     """The config a replay runs with: never the live daemon's state_dir (its lock, outbox and
-    journal stay untouched), MQTT only when asked (`publish`)."""
+    journal stay untouched), MQTT only when asked (`publish`), and then under its own device."""
     if req.config is not None:
         cfg = load_config(req.config)
+        if req.state_dir.resolve() == cfg.state_dir.resolve():
+            raise UserError(
+                f"--state-dir {req.state_dir} is the config's state_dir (the daemon's lock, outbox "
+                "and journal): give the replay its own folder, or leave --state-dir out"
+            )
         if req.model is not None:
             cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"path": req.model})})
         if req.video is not None:  # the replayed camera takes the video's place
@@ -364,7 +370,12 @@ def _replay_config(req: ReplayRequest) -> Config:
         mqtt = cfg.mqtt.model_copy(
             update={"enabled": cfg.mqtt.enabled and req.publish, "client_id": client}
         )
-        return cfg.model_copy(update={"state_dir": req.state_dir, "mqtt": mqtt})
+        # Published, its states, availability and events go under <prefix>/<device>-replay/:
+        # the live cameras' retained fall states are never overwritten (a live ON with an OFF).
+        device = f"{cfg.device_id}-replay" if mqtt.enabled else cfg.device_id
+        return cfg.model_copy(
+            update={"state_dir": req.state_dir, "mqtt": mqtt, "device_id": device}
+        )
     if req.model is None or req.video is None:
         raise UserError("give --config FILE, or both --model and --video")
     if req.publish:
@@ -387,7 +398,15 @@ def replay(req: ReplayRequest) -> int:
     if not 0.0 <= req.hold_end_s <= 3600.0:
         raise UserError(f"--hold-end-s {req.hold_end_s:g}: seconds in [0, 3600]")
     cfg = _replay_config(req)
+    if _held_by_a_daemon(cfg.state_dir):
+        raise UserError(
+            f"--state-dir {cfg.state_dir} is held by a running edge-hf (its {StateFiles.LOCK}): "
+            "give the replay its own folder, or leave --state-dir out"
+        )
     ensure_state_dir(cfg)
+    if cfg.mqtt.enabled:
+        log.info("replay --publish: under %s/%s/... as client %s, never the live device's topics",
+                 cfg.mqtt.topic_prefix, cfg.device_id, cfg.mqtt.client_id)  # fmt: skip
     name = str(req.config) if req.config else "replay"
     pipeline = build_pipeline(
         cfg, with_snapshots(cfg, make_sink(cfg)), config_name=name, score_history=None, live=False
