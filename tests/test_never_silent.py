@@ -346,3 +346,68 @@ def test_a_replay_never_overwrites_the_live_devices_retained_state_nor_uses_its_
     assert sorted(p.name for p in live.iterdir()) == ["edge-hf.lock"], "the live state is untouched"
     for lock in held:
         lock.close()
+
+
+# ------------------------------------------------------------------ 15: degenerate cameras
+
+
+def _noise_video(path: Path, width: int, height: int, frames: int = 60) -> Path:
+    import cv2
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (width, height))
+    for _ in range(frames):
+        writer.write(rng.integers(0, 256, (height, width, 3), np.uint8))
+    writer.release()
+    return path
+
+
+@pytest.mark.parametrize(("width", "height"), [(2, 2), (1, 1), (640, 1), (62, 480)])
+def test_replay_refuses_frames_too_small_to_show_anyone(
+    width: int, height: int, tmp_path: Path
+) -> None:
+    video = _noise_video(tmp_path / "noise.avi", width, height)
+    proc = _cli("--log-level", "WARNING", "replay", "--model", str(DEMO_MODEL), "--video",
+                str(video), "--state-dir", str(tmp_path / "r"))  # fmt: skip
+    _one_line(proc, f"{video}: {width}x{height} frames: below 64 px on the short side")
+    assert proc.stdout == "", "no event on noise"
+
+
+def test_a_live_camera_of_tiny_frames_is_stalled_with_its_reason_and_doctor_fails_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+    import threading
+    import time
+
+    from edge_hf.daemon.app import build_pipeline
+    from edge_hf.daemon.config import Config
+    from edge_hf.daemon.sinks import RecordingSink
+
+    video = _noise_video(tmp_path / "noise.avi", 2, 2)
+    cfg = Config.model_validate({
+        "device_id": "box", "model": {"path": str(DEMO_MODEL), "providers": ["cpu"]},
+        "cameras": [{"name": "hall", "source": str(video), "loop": True}],
+        "state_dir": str(tmp_path / "state"),
+    })  # fmt: skip
+    sink = RecordingSink()
+    pipeline = build_pipeline(cfg, sink, score_history=None)
+    with caplog.at_level(logging.WARNING):
+        pipeline.start()
+        runner = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
+        runner.start()
+        time.sleep(4.0)
+        pipeline.stop.set()
+        runner.join(20)
+    assert "stalled" in [s for _, s in sink.statuses] and not sink.events
+    stalled = [r.getMessage() for r in caplog.records if "stalled" in r.getMessage()]
+    assert len(stalled) == 1 and "cameras.hall: 2x2 frames: below 64 px" in stalled[0], stalled
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"device_id: box\nmodel: {{path: {DEMO_MODEL}, providers: [cpu]}}\n"
+        f"cameras: [{{name: hall, source: {video}}}]\nstate_dir: {tmp_path / 'state'}\n"
+    )
+    proc = _cli("doctor", "--config", str(config))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"FAIL  camera hall: {video}: 2x2 frames: below 64 px on the short side" in proc.stdout

@@ -152,9 +152,21 @@ class CameraStats:
 
 
 SLOW_FACTOR = 1.5  # frames this many sampling intervals apart, on average, make a camera slow
+MIN_FRAME_SIDE = 64  # pixels on the short side: a smaller frame shows no one (1x1, 1x640 streams)
 SLOW_MIN_FRAMES = 10
 DARK_LEVEL = 12.0  # mean grey level under this: a black picture (covered lens, dead sensor)
 STILL_DIFF = 3  # no pixel moved more than this between samples: an unchanged picture
+
+
+def check_frame_size(frame: np.ndarray) -> None:
+    """Raise VideoError for a camera frame too small to show a person: the model would classify
+    noise upscaled to its input (a 2x2 stream raised a fall with the demo model)."""
+    h, w = frame.shape[:2]
+    if min(h, w) < MIN_FRAME_SIDE:
+        raise VideoError(
+            f"{w}x{h} frames: below {MIN_FRAME_SIDE} px on the short side, too small to show a "
+            "person; check the camera's resolution and stream"
+        )
 
 
 def picture_problem(frame: np.ndarray, previous: np.ndarray | None) -> str:
@@ -282,6 +294,7 @@ class CaptureThread(threading.Thread):
             frame = src.retrieve() if sampler.wants(now) else None
             for tick, chosen, arrived in sampler.on_frame(frame, now):
                 if last is None or last[0] is not chosen:
+                    check_frame_size(chosen)  # too small: the camera is stalled, with why
                     last = (chosen, to_model_rgb(chosen, self.size, self.crop, self.resize))
                     self._watch_picture(last[1], previous, now)
                     previous = last[1]
