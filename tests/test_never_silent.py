@@ -411,3 +411,35 @@ def test_a_live_camera_of_tiny_frames_is_stalled_with_its_reason_and_doctor_fail
     proc = _cli("doctor", "--config", str(config))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"FAIL  camera hall: {video}: 2x2 frames: below 64 px on the short side" in proc.stdout
+
+
+# ------------------------------------------------------------------ 16: calibrate --write
+
+
+def test_calibrate_write_goes_through_a_link_and_keeps_owner_mode_and_comments(
+    tmp_path: Path,
+) -> None:
+    from edge_hf.daemon.calibrate import write_threshold
+
+    real = tmp_path / "etc-real" / "edge-hf.yaml"
+    real.parent.mkdir()
+    text = (
+        "device_id: box\nmodel: {path: m.onnx}\nstate_dir: /var/lib/edge-hf\ncameras:\n"
+        "  - name: hall  # the corridor\n    source: rtsp://u:secret@cam/1\n"
+        "    threshold: 0.6  # set by hand after the May false alarm\n"
+    )
+    real.write_text(text)
+    owner = (1234, 1234) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+    os.chown(real, *owner)
+    real.chmod(0o640)  # camera passwords: not for other users
+    link = tmp_path / "config.yaml"
+    link.symlink_to(real)
+    write_threshold(link, "hall", 0.42)
+    assert link.is_symlink() and link.resolve() == real, "the link is still the link"
+    assert real.read_text() == text.replace("threshold: 0.6  #", "threshold: 0.420  #")
+    backup = real.with_name("edge-hf.yaml.bak")
+    assert backup.read_text() == text
+    for path in (real, backup):
+        st = path.stat()
+        assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777)) == (*owner, "0o640"), path
+    assert not list(real.parent.glob(".*.tmp"))
