@@ -16,16 +16,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """`edge-hf ARGS` with this worktree's code, its address space capped at 3 GB (a config that
-    is read without bound then fails fast instead of filling the machine's memory)."""
+def _cli(*args: str, timeout: float = 300, cap_gb: int = 0) -> subprocess.CompletedProcess[str]:
+    """`edge-hf ARGS` with this worktree's code; `cap_gb`: its address space capped (a config
+    read without bound then fails fast instead of filling the machine's memory; not with CUDA,
+    which reserves far more address space)."""
 
     def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (cap_gb << 30, cap_gb << 30))
 
     return subprocess.run(
         [sys.executable, "-m", "edge_hf.cli", *args], capture_output=True, text=True,
-        timeout=timeout, preexec_fn=cap, check=False,
+        timeout=timeout, preexec_fn=cap if cap_gb else None, check=False,
     )  # fmt: skip
 
 
@@ -39,14 +40,20 @@ def _one_line(proc: subprocess.CompletedProcess[str], needle: str) -> str:
 
 
 def test_check_refuses_a_device_and_a_fifo_as_config_without_reading_them(tmp_path: Path) -> None:
-    line = _one_line(_cli("check", "--config", "/dev/zero", timeout=60), "not a regular file")
+    line = _one_line(
+        _cli("check", "--config", "/dev/zero", timeout=60, cap_gb=3), "not a regular file"
+    )
     assert line.startswith("edge-hf check: error: /dev/zero: a character device")
     fifo = tmp_path / "config.yaml"
     os.mkfifo(fifo)  # nobody writes to it: reading it would block forever
-    _one_line(_cli("check", "--config", str(fifo), timeout=60), f"{fifo}: a FIFO, not a regular")
+    _one_line(
+        _cli("check", "--config", str(fifo), timeout=60, cap_gb=3), f"{fifo}: a FIFO, not a regular"
+    )
     big = tmp_path / "big.yaml"
     big.write_text("device_id: x\n" + "#" * 2_000_000 + "\n")
-    _one_line(_cli("check", "--config", str(big), timeout=60), "bytes; a config is at most")
+    _one_line(
+        _cli("check", "--config", str(big), timeout=60, cap_gb=3), "bytes; a config is at most"
+    )
 
 
 # ------------------------------------------------------------------ 9: hostile pose heads
