@@ -219,6 +219,7 @@ def test_fragment_and_unlisted_query_secrets_never_reach_doctor_nor_errors(tmp_p
         redact('rtspsrc location="rtsp://a:pw@cam/s?x=1" ! appsink')
         == 'rtspsrc location="rtsp://a:***@cam/s?x=***" ! appsink'
     )
+    assert redact("rtsp://admin:pa/ss@cam/live") == "rtsp://admin:***@cam/live"
     assert redact("clips/my fall#1.avi") == "clips/my fall#1.avi"  # a file name is not a URL
     with socket.socket() as sock:  # a port nothing listens on: the camera is refused at once
         sock.bind(("127.0.0.1", 0))

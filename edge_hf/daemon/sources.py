@@ -325,7 +325,9 @@ def make_source(
 
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")  # also one inside a GStreamer string
-_PASSWORD = re.compile(r"//([^:/@]*):[^/]*@")  # up to the *last* '@': a password may hold '@'
+# To the URL's *last* '@': a password may hold '@' or '/' ("p@ss/1"; more is masked if a later
+# part holds one, never less).
+_PASSWORD = re.compile(r"//([^:/@]*):.*@")
 _PARAM = re.compile(r"([^=&;]*)=[^&;]*")
 _PATH_PARAM = re.compile(r";([^=;/]*)=[^;/]*")
 
