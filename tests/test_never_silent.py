@@ -36,6 +36,19 @@ def _one_line(proc: subprocess.CompletedProcess[str], needle: str) -> str:
     return lines[0]
 
 
+def _noise_video(path: Path, width: int, height: int, frames: int = 60) -> Path:
+    """A clip of random pixels (MJPG AVI: any size, an odd width rounded down to even)."""
+    import cv2
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (width, height))
+    for _ in range(frames):
+        writer.write(rng.integers(0, 256, (height, width, 3), np.uint8))
+    writer.release()
+    return path
+
+
 # ------------------------------------------------------------------ 21: /dev/zero, a FIFO
 
 
@@ -245,46 +258,27 @@ def test_fragment_and_unlisted_query_secrets_never_reach_doctor_nor_errors(tmp_p
 
 
 def test_a_video_whose_name_is_not_utf8_is_one_line_at_replay_and_calibrate(tmp_path: Path) -> None:
-    import cv2
-    import numpy as np
-
     name = os.fsdecode(b"chute-caf\xe9.avi")  # Latin-1 bytes, as an old camera's SD card names it
-    video = tmp_path / name
-    writer = cv2.VideoWriter(
-        str(tmp_path / "v.avi"), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (96, 96)
-    )
-    for _ in range(20):
-        writer.write(np.full((96, 96, 3), 128, np.uint8))
-    writer.release()
-    os.rename(tmp_path / "v.avi", video)
+    video = _noise_video(tmp_path / "v.avi", 96, 96, 20).rename(tmp_path / name)
     needle = "chute-caf\\xe9.avi: the file name is not UTF-8; rename the file"
-    proc = _cli(
-        "replay",
-        "--model",
-        str(DEMO_MODEL),
-        "--video",
-        str(video),
-        "--state-dir",
-        str(tmp_path / "r"),
-    )
-    _one_line(proc, needle)
+    proc = _cli("replay", "--model", str(DEMO_MODEL), "--video", str(video), "--state-dir",
+                str(tmp_path / "r"))  # fmt: skip
+    assert proc.stdout == "" and needle in _one_line(proc, needle)
     config = tmp_path / "c.yaml"
     config.write_text(
         f"device_id: t\nmodel: {{path: {DEMO_MODEL}, providers: [cpu]}}\n"
         f"cameras: [{{name: a, source: x.mp4}}]\nstate_dir: {tmp_path / 's'}\n"
     )
-    _one_line(
-        _cli(
-            "replay",
-            "--config",
-            str(config),
-            "--video",
-            str(video),
-            "--state-dir",
-            str(tmp_path / "r"),
-        ),
-        needle,
+    replay = (
+        "replay",
+        "--config",
+        str(config),
+        "--video",
+        str(video),
+        "--state-dir",
+        str(tmp_path / "r"),
     )
+    _one_line(_cli(*replay), needle)
     _one_line(
         _cli("calibrate", "--config", str(config), "--camera", "a", "--video", str(video)), needle
     )
@@ -357,18 +351,6 @@ def test_a_replay_never_overwrites_the_live_devices_retained_state_nor_uses_its_
 
 
 # ------------------------------------------------------------------ 15: degenerate cameras
-
-
-def _noise_video(path: Path, width: int, height: int, frames: int = 60) -> Path:
-    import cv2
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), 10.0, (width, height))
-    for _ in range(frames):
-        writer.write(rng.integers(0, 256, (height, width, 3), np.uint8))
-    writer.release()
-    return path
 
 
 @pytest.mark.parametrize(("width", "height"), [(2, 2), (1, 1), (640, 1), (62, 480)])
