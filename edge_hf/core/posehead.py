@@ -15,19 +15,25 @@ in one of two modes (saved in its file):
 Trained on tracked people of labelled clips (`fit`): after a fall's descent until the clip ends is
 "fallen", everything else (before the fall, daily activities, a person lying still who did not
 fall) is not. Saved as JSON (`save` / `load`) with its feature names, so a file trained on other
-features is refused.
+features is refused, and with its contract (`HeadContract`: the pose model, pose rate, input side
+and rule settings it was fitted with), which the daemon holds its config to. `load` refuses
+values that would silently veto or decide every fall: weights that are not finite numbers, a
+threshold outside [0, 1].
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from edge_hf.core.errors import UserError
+from edge_hf.core.files import read_small_file
 
 FEATURES = (
     "torso_deg",  # torso from vertical / 90 (0 when not seen)
@@ -44,6 +50,34 @@ FEATURES = (
 HIDDEN = 16
 FORMAT = "edge_hf.posehead/1"
 MODES = ("veto", "decide")
+MAX_FILE_BYTES = 1_000_000  # a head is a few kB of JSON
+MAX_WEIGHT = 1e6  # a fitted head's are about 1 to 10; far larger ones overflow to NaN
+
+
+@dataclass(frozen=True)
+class HeadContract:
+    """What a head was fitted with: its features come from this pose model at this rate and
+    input side, tracked and read by the pose rules with these settings (`PoseRuleSettings`)."""
+
+    pose_model: str  # the pose model file's name
+    pose_model_sha256: str
+    rate_hz: float
+    side: int
+    rules: dict[str, float]
+
+    @classmethod
+    def of(cls, pose_model: Path, rate_hz: float, side: int, rules: Any) -> HeadContract:
+        """The contract of a head fitted on `pose_model`'s poses (`rules`: a PoseRuleSettings)."""
+        return cls(pose_model.name, file_sha256(pose_model), rate_hz, side, asdict(rules))
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, in hex."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @dataclass
@@ -57,6 +91,7 @@ class PoseHead:
     threshold: float = 0.5
     trained_on: str = ""
     mode: str = "decide"  # MODES
+    contract: HeadContract | None = None  # None: a file saved before heads carried one
 
     def prob(self, x: np.ndarray) -> np.ndarray:
         """P(fallen) of feature rows `x` (N, len(FEATURES)) or one row."""
@@ -77,6 +112,7 @@ class PoseHead:
                     "threshold": self.threshold,
                     "mode": self.mode,
                     "trained_on": self.trained_on,
+                    **({"contract": asdict(self.contract)} if self.contract else {}),
                 },
                 indent=1,
             )
@@ -84,38 +120,92 @@ class PoseHead:
 
     @classmethod
     def load(cls, path: Path, key: str = "person.head") -> PoseHead:
-        """The head saved at `path`; a missing, unreadable or other-feature file is a UserError
-        naming `key`."""
+        """The head saved at `path`; a missing, unreadable, other-feature or hostile file (values
+        that are not finite numbers, a threshold outside [0, 1]) is a UserError naming `key`."""
+        where = f"{key}: {path}"
         try:
-            d = json.loads(path.read_text())
+            d = json.loads(read_small_file(path, MAX_FILE_BYTES, where, "a pose head file"))
         except FileNotFoundError:
             raise UserError(f"{key}: {path} does not exist") from None
+        except RecursionError:
+            raise UserError(f"{where} is not a pose head file (nested too deep)") from None
         except (OSError, ValueError) as exc:
-            raise UserError(f"{key}: {path} is not a pose head file ({exc})") from None
+            raise UserError(f"{where} is not a pose head file ({exc})") from None
         if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise UserError(f"{key}: {path} is not a pose head file (format {FORMAT} expected)")
+            raise UserError(f"{where} is not a pose head file (format {FORMAT} expected)")
         if d.get("features") != list(FEATURES):
             raise UserError(
-                f"{key}: {path} was trained on features {d.get('features')}; this version reads "
+                f"{where} was trained on features {d.get('features')}; this version reads "
                 f"{list(FEATURES)}: train it again (experiments/pose_head.py)"
             )
         mode = d.get("mode", "decide")
         if mode not in MODES:
-            raise UserError(f"{key}: {path} has mode {mode!r}; expected one of {', '.join(MODES)}")
-        try:
-            head = cls(
-                np.asarray(d["w1"], np.float64),
-                np.asarray(d["b1"], np.float64),
-                np.asarray(d["w2"], np.float64),
-                float(d["b2"]),
-                float(d["threshold"]),
-                str(d.get("trained_on", "")),
-                mode,
+            raise UserError(f"{where} has mode {mode!r}; expected one of {', '.join(MODES)}")
+        missing = [k for k in ("w1", "b1", "w2", "b2", "threshold") if k not in d]
+        if missing:
+            raise UserError(f"{where} is not a pose head file (no {', '.join(missing)})")
+        w1 = _numbers(d["w1"], where, "w1", 2)
+        n_hidden = w1.shape[0]
+        if w1.shape[1:] != (len(FEATURES),) or n_hidden == 0:
+            raise UserError(f"{where}: w1 has shape {w1.shape}; (hidden, {len(FEATURES)}) expected")
+        b1, w2 = _numbers(d["b1"], where, "b1", 1), _numbers(d["w2"], where, "w2", 1)
+        if b1.shape != (n_hidden,) or w2.shape != (n_hidden,):
+            raise UserError(
+                f"{where}: b1 and w2 have shapes {b1.shape} and {w2.shape}; ({n_hidden},) expected"
             )
-            head.prob(np.zeros(len(FEATURES)))  # the shapes fit together
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UserError(f"{key}: {path} is not a pose head file ({exc!r})") from None
-        return head
+        threshold = float(_numbers(d["threshold"], where, "threshold", 0))
+        if not 0.0 <= threshold <= 1.0:
+            raise UserError(
+                f"{where}: threshold = {threshold:g}: a probability in [0, 1] is expected (the "
+                "head's P(fallen) is held against it): fix the file or fit it again"
+            )
+        return cls(
+            w1, b1, w2, float(_numbers(d["b2"], where, "b2", 0)), threshold,
+            str(d.get("trained_on", "")), mode, _contract(d.get("contract"), where),
+        )  # fmt: skip
+
+
+def _numbers(value: Any, where: str, name: str, ndim: int) -> np.ndarray:
+    """`value` of a head file as float64 with `ndim` dimensions: finite JSON numbers only (a NaN
+    weight makes every P(fallen) NaN, and every fall is then vetoed; `true` is not a number)."""
+    try:
+        arr = np.asarray(value, dtype=object)
+    except ValueError:  # lists nested past numpy's 64 dimensions
+        arr = np.asarray(None, dtype=object)
+    bad = [v for v in arr.flat if not (_finite_number(v) and abs(v) <= MAX_WEIGHT)]
+    if arr.ndim != ndim or bad:
+        what = "a number" if ndim == 0 else f"a {ndim}-dimensional array of numbers"
+        shown = json.dumps(bad[0] if bad else value)[:40]
+        raise UserError(
+            f"{where}: {name} holds {shown}; {what} (finite, at most {MAX_WEIGHT:g} in size) is "
+            "expected: the file is damaged, fit it again (experiments/pose_head.py)"
+        )
+    return arr.astype(np.float64)
+
+
+def _finite_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _contract(value: Any, where: str) -> HeadContract | None:
+    """The file's `contract` (None: a file saved before heads carried one)."""
+    if value is None:
+        return None
+    try:
+        c = HeadContract(**value)
+    except TypeError:  # not a mapping, a key missing or unknown
+        c = None
+    if not (
+        c is not None
+        and isinstance(c.pose_model, str) and isinstance(c.pose_model_sha256, str)
+        and isinstance(c.side, int) and not isinstance(c.side, bool) and _finite_number(c.rate_hz)
+        and isinstance(c.rules, dict) and all(_finite_number(v) for v in c.rules.values())
+    ):  # fmt: skip
+        raise UserError(
+            f"{where}: contract = {json.dumps(value)[:80]}: expected pose_model, "
+            "pose_model_sha256, rate_hz, side and rules (numbers): fit it again"
+        )
+    return c
 
 
 def fit(

@@ -45,7 +45,7 @@ from edge_hf.daemon.config import (
 )
 from edge_hf.daemon.events import FallDetector, ModelInfo
 from edge_hf.daemon.journal import JournalSink, OpenEvents
-from edge_hf.daemon.person import PersonStage
+from edge_hf.daemon.person import PersonStage, load_head
 from edge_hf.daemon.pipeline import CameraRuntime, Pipeline
 from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.ring import FrameRing
@@ -72,10 +72,7 @@ def check(path: Path) -> tuple[Config, ModelContract]:
         from edge_hf.core.pose import PoseEstimator
 
         PoseEstimator(cfg.person.model, side=cfg.person.side)  # loads, or one line
-        if cfg.person.head is not None:
-            from edge_hf.core.posehead import PoseHead
-
-            PoseHead.load(cfg.person.head)
+        load_head(cfg.person)  # its values and its contract against this config
     return cfg, contract
 
 
@@ -337,6 +334,22 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
     return 0
 
 
+def video_source(path: Path) -> str:
+    """A `--video FILE` as a camera source: an existing file whose name is UTF-8 (a camera's
+    source is text, and OpenCV opens names as UTF-8); else a one-line UserError."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 (Python keeps them as surrogates)
+        shown = str(os.fsencode(path))[2:-1]  # /clips/caf\xe9.avi
+        raise UserError(
+            f"--video {shown}: the file name is not UTF-8; rename the file, or link it under a "
+            "UTF-8 name"
+        ) from None
+    if not path.is_file():
+        raise UserError(f"--video {path}: no such file")
+    return str(path)
+
+
 @dataclass(frozen=True)
 class ReplayRequest:
     """What `edge-hf replay` was asked: a config, or a model and a video, and where events go."""
@@ -348,26 +361,37 @@ class ReplayRequest:
     origin_unix: float = 0.0
     timeline_png: Path | None = None
     hold_end_s: float = 0.0
-    # Also publish to the config's MQTT broker (as client `<client id>-replay`). Off by default:
-    # a replayed fall clip must never raise a live alarm or take the daemon's place on the broker.
+    # Also publish to the config's MQTT broker (as client `<client id>-replay`, under device
+    # `<device_id>-replay`). Off by default: a replayed fall clip must never raise a live alarm,
+    # overwrite a live camera's retained state or take the daemon's place on the broker.
     publish: bool = False
 
 
 def _replay_config(req: ReplayRequest) -> Config:
     """The config a replay runs with: never the live daemon's state_dir (its lock, outbox and
-    journal stay untouched), MQTT only when asked (`publish`)."""
+    journal stay untouched), MQTT only when asked (`publish`), and then under its own device."""
     if req.config is not None:
         cfg = load_config(req.config)
+        if req.state_dir.resolve() == cfg.state_dir.resolve():
+            raise UserError(
+                f"--state-dir {req.state_dir} is the config's state_dir (the daemon's lock, outbox "
+                "and journal): give the replay its own folder, or leave --state-dir out"
+            )
         if req.model is not None:
             cfg = cfg.model_copy(update={"model": cfg.model.model_copy(update={"path": req.model})})
         if req.video is not None:  # the replayed camera takes the video's place
-            first = cfg.enabled_cameras()[0].model_copy(update={"source": str(req.video)})
+            first = cfg.enabled_cameras()[0].model_copy(update={"source": video_source(req.video)})
             cfg = cfg.model_copy(update={"cameras": [first]})
         client = f"{cfg.mqtt.client_id or f'edge-hf-{cfg.device_id}'}-replay"
         mqtt = cfg.mqtt.model_copy(
             update={"enabled": cfg.mqtt.enabled and req.publish, "client_id": client}
         )
-        return cfg.model_copy(update={"state_dir": req.state_dir, "mqtt": mqtt})
+        # Published, its states, availability and events go under <prefix>/<device>-replay/:
+        # the live cameras' retained fall states are never overwritten (a live ON with an OFF).
+        device = f"{cfg.device_id}-replay" if mqtt.enabled else cfg.device_id
+        return cfg.model_copy(
+            update={"state_dir": req.state_dir, "mqtt": mqtt, "device_id": device}
+        )
     if req.model is None or req.video is None:
         raise UserError("give --config FILE, or both --model and --video")
     if req.publish:
@@ -379,7 +403,7 @@ def _replay_config(req: ReplayRequest) -> Config:
         {
             "device_id": "replay",
             "model": {"path": req.model, "providers": ["cpu"]},
-            "cameras": [{"name": name.strip("_") or "video", "source": str(req.video)}],
+            "cameras": [{"name": name.strip("_") or "video", "source": video_source(req.video)}],
             "state_dir": req.state_dir,
         }
     )
@@ -389,10 +413,16 @@ def replay(req: ReplayRequest) -> int:
     """`edge-hf replay`: the daemon's pipeline over file(s) as fast as possible, deterministic."""
     if not 0.0 <= req.hold_end_s <= 3600.0:
         raise UserError(f"--hold-end-s {req.hold_end_s:g}: seconds in [0, 3600]")
-    if req.video is not None and not req.video.is_file():
-        raise UserError(f"--video {req.video}: no such file")
     cfg = _replay_config(req)
+    if _held_by_a_daemon(cfg.state_dir):
+        raise UserError(
+            f"--state-dir {cfg.state_dir} is held by a running edge-hf (its {StateFiles.LOCK}): "
+            "give the replay its own folder, or leave --state-dir out"
+        )
     ensure_state_dir(cfg)
+    if cfg.mqtt.enabled:
+        log.info("replay --publish: under %s/%s/... as client %s, never the live device's topics",
+                 cfg.mqtt.topic_prefix, cfg.device_id, cfg.mqtt.client_id)  # fmt: skip
     name = str(req.config) if req.config else "replay"
     pipeline = build_pipeline(
         cfg, with_snapshots(cfg, make_sink(cfg)), config_name=name, score_history=None, live=False

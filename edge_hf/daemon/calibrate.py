@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import re
+import stat
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ import numpy as np
 
 from edge_hf.core.errors import UserError
 from edge_hf.core.video import VideoError
-from edge_hf.daemon.app import build_pipeline, operating_point
+from edge_hf.daemon.app import build_pipeline, operating_point, video_source
 from edge_hf.daemon.config import Config, DetectionConfig, ensure_state_dir, load_config
 from edge_hf.daemon.events import FallDetector, smoothed_level
 from edge_hf.daemon.pipeline import Pipeline
@@ -147,9 +148,7 @@ def _one_camera(cfg: Config, camera: str, video: Path | None) -> Config:
         raise UserError(f"--camera {camera!r}: no such camera in the config (cameras: {names})")
     cam = cams[0].model_copy(update={"enabled": True})
     if video is not None:
-        if not video.is_file():
-            raise UserError(f"--video {video}: no such file")
-        cam = cam.model_copy(update={"source": str(video), "loop": False})
+        cam = cam.model_copy(update={"source": video_source(video), "loop": False})
     return cfg.model_copy(update={"cameras": [cam]})
 
 
@@ -233,12 +232,17 @@ def calibrate(
 def write_threshold(path: Path, camera: str, threshold: float) -> Path:
     """Set `threshold:` in the camera's block of a block-style YAML list; keeps a `.bak` copy.
 
-    Only the one line changes (comments and layout stay; a `threshold:` anywhere in the camera's
-    block, before or after `name:`, is replaced); a camera written in flow style
-    (`- {name: a, ...}`) is refused with the line to add by hand. Both files are written whole
-    or not at all (temporary file, fsync, rename): a full disk leaves the config as it was.
+    Only the one line changes (comments and layout stay, the line's own comment too; a
+    `threshold:` anywhere in the camera's block, before or after `name:`, is replaced); a camera
+    written in flow style (`- {name: a, ...}`) is refused with the line to add by hand. A
+    symbolic link is written through (the file it points to changes, the `.bak` beside that
+    file), and both files get the config's owner and mode (a 0640 config holds camera
+    passwords). Both are written whole or not at all (temporary file, fsync, rename): a full
+    disk leaves the config as it was.
     """
-    text = path.read_text()
+    target = path.resolve()
+    like = target.stat()
+    text = target.read_text()
     lines = text.splitlines(keepends=True)
     name_re = re.compile(rf"^(\s*)(-\s+)?name:\s*['\"]?{re.escape(camera)}['\"]?\s*(#.*)?$")
     for i, line in enumerate(lines):
@@ -252,16 +256,19 @@ def write_threshold(path: Path, camera: str, threshold: float) -> Path:
             not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) >= indent
         ):
             end += 1
-        new = f"{' ' * indent}threshold: {threshold:.3f}\n"
+        new = f"threshold: {threshold:.3f}"
         for j in range(first, end):
             key = lines[j].lstrip(" -") if j == first else lines[j][indent:]
             if key.startswith("threshold:") and (j == first or lines[j][:indent].strip() == ""):
-                lines[j] = lines[j][: len(lines[j]) - len(key)] + new.lstrip()
+                comment = re.search(r"\s+#.*$", key.rstrip("\n"))  # the value is a number: no '#'
+                kept = comment.group() if comment else ""
+                lines[j] = f"{lines[j][: len(lines[j]) - len(key)]}{new}{kept}\n"
                 break
         else:
-            lines.insert(i + 1, new)
-        _replace_atomically(path.with_suffix(path.suffix + ".bak"), text)
-        return _replace_atomically(path, "".join(lines), check=load_config)
+            lines.insert(i + 1, f"{' ' * indent}{new}\n")
+        _replace_atomically(target.with_suffix(target.suffix + ".bak"), text, like)
+        _replace_atomically(target, "".join(lines), like, check=load_config)
+        return path
     raise UserError(
         f"{path}: no block-style camera entry 'name: {camera}' to write into; add "
         f"'threshold: {threshold:.3f}' to that camera by hand"
@@ -280,15 +287,20 @@ def _item_start(lines: list[str], i: int, indent: int) -> int:
 
 
 def _replace_atomically(
-    path: Path, text: str, check: Callable[[Path], object] | None = None
+    path: Path, text: str, like: os.stat_result, check: Callable[[Path], object] | None = None
 ) -> Path:
-    """`path` holds `text` afterwards, or (disk full, `check` refusing it) is left as it was."""
+    """`path` holds `text` afterwards, with the owner and mode of `like`; or (disk full, `check`
+    refusing it, an owner this user cannot give) is left as it was."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        with tmp.open("w") as fh:
+        tmp.unlink(missing_ok=True)
+        # Created private, then given the config's owner and mode before it takes its place.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()
-            os.fsync(fh.fileno())
+            _keep_owner_and_mode(fd, like, path)
+            os.fsync(fd)
         if tmp.stat().st_size != len(text.encode()):
             raise OSError(f"only {tmp.stat().st_size} of {len(text.encode())} bytes written")
         if check is not None:
@@ -301,3 +313,17 @@ def _replace_atomically(
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def _keep_owner_and_mode(fd: int, like: os.stat_result, path: Path) -> None:
+    """Give the open file `fd` the owner and mode of `like` (the config it replaces)."""
+    st = os.fstat(fd)
+    if (st.st_uid, st.st_gid) != (like.st_uid, like.st_gid):
+        try:
+            os.fchown(fd, like.st_uid, like.st_gid)
+        except PermissionError:
+            raise UserError(
+                f"{path}: cannot give the new file its owner {like.st_uid}:{like.st_gid} as this "
+                "user; run calibrate --write as root or as the owner; the file is unchanged"
+            ) from None
+    os.fchmod(fd, stat.S_IMODE(like.st_mode))

@@ -153,6 +153,7 @@ class CameraStats:
 
 
 SLOW_FACTOR = 1.5  # frames this many sampling intervals apart, on average, make a camera slow
+MIN_FRAME_SIDE = 64  # pixels on the short side: a smaller frame shows no one (1x1, 1x640 streams)
 SLOW_MIN_FRAMES = 10
 DARK_LEVEL = 12.0  # mean grey level under this: a black picture (covered lens, dead sensor)
 # A picture with no detail: once sensor noise is smoothed away (5x5 mean), its grey levels vary
@@ -162,6 +163,17 @@ FLAT_SD = 3.0
 # sample. A live sensor changes nearly every pixel a little (noise, and each key frame of a
 # stream); a frozen stream repeats the same pixels exactly, except perhaps a small burnt-in clock.
 STILL_SHARE = 0.02
+
+
+def check_frame_size(frame: np.ndarray) -> None:
+    """Raise VideoError for a camera frame too small to show a person: the model would classify
+    noise upscaled to its input (a 2x2 stream raised a fall with the demo model)."""
+    h, w = frame.shape[:2]
+    if min(h, w) < MIN_FRAME_SIDE:
+        raise VideoError(
+            f"{w}x{h} frames: below {MIN_FRAME_SIDE} px on the short side, too small to show a "
+            "person; check the camera's resolution and stream"
+        )
 
 
 def picture_problem(frame: np.ndarray, previous: np.ndarray | None) -> str:
@@ -292,6 +304,7 @@ class CaptureThread(threading.Thread):
             frame = src.retrieve() if sampler.wants(now) else None
             for tick, chosen, arrived in sampler.on_frame(frame, now):
                 if last is None or last[0] is not chosen:
+                    check_frame_size(chosen)  # too small: the camera is stalled, with why
                     last = (chosen, to_model_rgb(chosen, self.size, self.crop, self.resize))
                     self._watch_picture(last[1], previous, now)
                     previous = last[1]

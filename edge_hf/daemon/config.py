@@ -11,13 +11,19 @@ import errno
 import logging
 import os
 import re
+import ssl
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+<<<<<<< HEAD
 from edge_hf.core.errors import UserError, shown
+=======
+from edge_hf.core.errors import UserError
+from edge_hf.core.files import read_small_file
+>>>>>>> rel-config
 
 Provider = Literal["tensorrt", "cuda", "cpu"]
 NAME = re.compile(r"[A-Za-z0-9_-]+")  # always fullmatch: "$" would let "box\n" through
@@ -164,11 +170,51 @@ class CameraConfig(_Section):
         return v
 
 
+def _ssl_reason(exc: ssl.SSLError) -> str:
+    """OpenSSL's reason (`KEY_VALUES_MISMATCH`) as " (key values mismatch)", or nothing."""
+    return f" ({exc.reason.lower().replace('_', ' ')})" if exc.reason else ""
+
+
 class TlsConfig(_Section):
+    """TLS to the broker: the CA bundle that signed its certificate, this client's own."""
+
     ca: Path | None = None
     cert: Path | None = None
     key: Path | None = None
     insecure: bool = False  # skip hostname check (self-signed test brokers only)
+
+    @model_validator(mode="after")
+    def _key_with_cert(self) -> TlsConfig:
+        if self.key is not None and self.cert is None:
+            raise ValueError("key is the client certificate's key: give cert too")
+        return self
+
+    def load(self) -> None:
+        """Load the files as TLS will (for `check` and at start): a file that is not what its
+        key says is a one-line UserError naming the key, not an SSL traceback at connect."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        for key in ("ca", "cert"):  # a client certificate loads as a trust anchor too
+            path = getattr(self, key)
+            try:
+                if path is not None:
+                    ctx.load_verify_locations(cafile=str(path))
+            except ssl.SSLError as exc:
+                raise UserError(
+                    f"mqtt.tls.{key}: {path} holds no PEM certificate{_ssl_reason(exc)}; give "
+                    + ("the CA bundle that signed the broker's certificate" if key == "ca"
+                       else "this client's certificate")
+                ) from None  # fmt: skip
+        if self.cert is None:
+            return
+        try:  # an encrypted key is refused here: no one can type its passphrase under systemd
+            ctx.load_cert_chain(str(self.cert), self.key and str(self.key), password=lambda: "")
+        except ssl.SSLError as exc:
+            key, what = (
+                ("key", f"{self.key} is not an unencrypted PEM key of mqtt.tls.cert")
+                if self.key is not None
+                else ("cert", f"{self.cert} holds no private key: give mqtt.tls.key")
+            )
+            raise UserError(f"mqtt.tls.{key}: {what}{_ssl_reason(exc)}") from None
 
 
 class MqttConfig(_Section):
@@ -258,6 +304,7 @@ class MqttConfig(_Section):
                 path.open("rb").close()
             except OSError as exc:
                 raise UserError(f"mqtt.tls.{key}: cannot read {path} ({exc.strerror})") from None
+        self.tls.load()
 
 
 class PersonConfig(_Section):
@@ -275,7 +322,7 @@ class PersonConfig(_Section):
 
     model: Path | None = None
     head: Path | None = None
-    rate_hz: float = Field(5.0, gt=0, le=30)
+    rate_hz: float = Field(5.0, ge=0.5, le=30)  # below 0.5 Hz a fall is over between frames
     side: int = Field(256, ge=128, le=1024, multiple_of=32)
     decision: Literal["combined", "pose", "either", "both", "cnn"] = "combined"
     confirm_s: float = Field(1.0, ge=0, le=60)  # pose rules: down this long after the descent
@@ -657,9 +704,9 @@ def check_metrics_port(cfg: Config) -> None:
 
 
 def load_config(path: Path) -> Config:
-    """Read and validate a YAML config file."""
+    """Read and validate a YAML config file (a regular file of at most MAX_CONFIG_BYTES)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_small_file(path, MAX_CONFIG_BYTES, str(path), "a config").decode("utf-8")
     except OSError as exc:
         raise UserError(f"{path}: cannot read the config ({exc.strerror})") from None
     except UnicodeDecodeError as exc:

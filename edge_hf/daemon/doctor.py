@@ -97,7 +97,8 @@ FPS_PROBE_S = 2.0  # how long doctor counts a live camera's frames
 
 
 def _camera(cam: CameraConfig, interval_s: float | None = None) -> Finding:
-    from edge_hf.daemon.capture import SLOW_FACTOR
+    from edge_hf.core.video import VideoError
+    from edge_hf.daemon.capture import SLOW_FACTOR, check_frame_size
     from edge_hf.daemon.sources import SourceError, make_source
 
     src = make_source(
@@ -116,6 +117,10 @@ def _camera(cam: CameraConfig, interval_s: float | None = None) -> Finding:
         src.release()
     if got is None:
         return Finding("FAIL", f"camera {cam.name}", f"{src.description} opened but gave no frame")
+    try:
+        check_frame_size(got[0])
+    except VideoError as exc:
+        return Finding("FAIL", f"camera {cam.name}", f"{src.description}: {exc}")
     h, w = got[0].shape[:2]
     detail = f"{src.description}: a {w}x{h} frame in {time.monotonic() - t0:.1f} s, {fps:.1f} fps"
     if interval_s and fps and 1.0 / fps > SLOW_FACTOR * interval_s:

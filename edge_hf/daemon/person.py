@@ -19,14 +19,15 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from edge_hf.core.errors import UserError
 from edge_hf.core.personcrop import BoxTrack, PersonCropRule, normalised
 from edge_hf.core.pose import Person, PoseEstimator, pose_frame
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, PoseVerdict
-from edge_hf.core.posehead import PoseHead
+from edge_hf.core.posehead import PoseHead, file_sha256
 from edge_hf.core.runtime import Providers
 from edge_hf.daemon.config import PersonConfig
 
@@ -34,6 +35,60 @@ log = logging.getLogger(__name__)
 
 MAX_ERRORS = 3  # a camera's consecutive pose failures before it is `degraded`
 QUEUE = 64  # pose verdicts kept per camera for the inference loop (12.8 s at 5 Hz)
+
+
+def rule_settings(cfg: PersonConfig) -> PoseRuleSettings:
+    """The pose rules' settings this config gives (the rest are the rules' defaults)."""
+    return PoseRuleSettings(confirm_s=cfg.confirm_s, max_descent_s=cfg.max_descent_s)
+
+
+def load_head(cfg: PersonConfig) -> PoseHead | None:
+    """The learned pose head of `person.head` (None: unset), held to its contract: the pose
+    model, rate, input side and rule settings it was fitted with must be this config's (its
+    features mean something else otherwise, and it would veto or decide on them blindly). A
+    head file saved before heads carried a contract is used with a warning."""
+    if cfg.head is None:
+        return None
+    head = PoseHead.load(cfg.head)
+    c = head.contract
+    if c is None:
+        log.warning(
+            "person.head: %s does not say which pose model, rate, side and rule settings it was "
+            "fitted with; used as it is (a head fitted by this version records them)", cfg.head,
+        )  # fmt: skip
+        return head
+    where = f"person.head: {cfg.head} was fitted"
+    if cfg.model is not None and file_sha256(cfg.model) != c.pose_model_sha256:
+        raise UserError(
+            f"{where} on the poses of {c.pose_model} (sha256 {c.pose_model_sha256[:12]}...); "
+            f"person.model {cfg.model} is another model: use that one, fit a head for this one "
+            "(experiments/pose_head.py) or leave person.head unset"
+        )
+    if abs(cfg.rate_hz - c.rate_hz) > 1e-6:
+        raise UserError(
+            f"{where} at {c.rate_hz:g} Hz but person.rate_hz = {cfg.rate_hz:g}: set "
+            f"person.rate_hz: {c.rate_hz:g} or leave person.head unset"
+        )
+    if cfg.side != c.side:
+        raise UserError(
+            f"{where} at side {c.side} but person.side = {cfg.side}: set person.side: {c.side} "
+            "or leave person.head unset"
+        )
+    ours = asdict(rule_settings(cfg))
+    for name in sorted(set(ours) | set(c.rules)):
+        fitted, here = c.rules.get(name), ours.get(name)
+        if fitted is not None and here is not None and abs(fitted - here) <= 1e-6:
+            continue
+        fix = (
+            f"set person.{name}: {fitted:g}"
+            if name in PersonConfig.model_fields and fitted is not None
+            else "fit a head for these rules (experiments/pose_head.py)"
+        )
+        raise UserError(
+            f"{where} with the pose rules' {name} = {fitted} but this config's is {here}: "
+            f"{fix}, or leave person.head unset"
+        )
+    return head
 
 
 class PoseSlot:
@@ -98,8 +153,8 @@ class PersonStage:
             raise ValueError("the person stage needs person.model")
         self.cfg = cfg
         self.estimator = PoseEstimator(cfg.model, providers, side=cfg.side)
-        self.settings = PoseRuleSettings(confirm_s=cfg.confirm_s, max_descent_s=cfg.max_descent_s)
-        self.head = PoseHead.load(cfg.head) if cfg.head is not None else None
+        self.settings = rule_settings(cfg)
+        self.head = load_head(cfg)
         self._rules: dict[str, PoseFallRules] = {}
         self._queues: dict[str, deque[PoseVerdict]] = {}
         self.counters = PersonCounters()

@@ -13,10 +13,10 @@ import logging
 import numpy as np
 from tqdm import tqdm
 
-from edge_hf.core.video import to_model_rgb
-from edge_hf.daemon.capture import sample_by_media_time
+from edge_hf.core.video import VideoError, to_model_rgb
+from edge_hf.daemon.capture import check_frame_size, sample_by_media_time
 from edge_hf.daemon.pipeline import CameraRuntime, Pipeline
-from edge_hf.daemon.sources import OpenCVSource, SourceError, make_source
+from edge_hf.daemon.sources import OpenCVSource, SourceError, make_source, redact
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def _open_file(cam: CameraRuntime) -> OpenCVSource:
     if not isinstance(src, OpenCVSource) or src.live:
         raise SourceError(
             f"cameras.{cam.cfg.name}.source: replay reads recorded files; "
-            f"{cam.cfg.source!r} is a live source (use edge-hf run, or give --video FILE)"
+            f"{redact(cam.cfg.source)!r} is a live source (use edge-hf run, or give --video FILE)"
         )
     try:
         src.open()
@@ -64,10 +64,13 @@ def _replay_camera(
                disable=None, leave=False)  # fmt: skip
     try:
         for t, frame in sample_by_media_time(src, cam.interval_s):
+            check_frame_size(frame)
             last_t, last_bgr = t, frame
             last = to_model_rgb(frame, pipeline.size, cam.cfg.crop, pipeline.resize)
             _sample(pipeline, cam, last, t, origin_unix, frame)
             bar.update()
+    except VideoError as exc:
+        raise VideoError(f"{src.description}: {exc}") from None
     finally:
         bar.close()
         decoded = src.frames_decoded

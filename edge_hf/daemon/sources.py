@@ -324,15 +324,28 @@ def make_source(
     )
 
 
-# Query parameters that carry secrets (`?token=…`, `&api_key=…`, `&sig=…`): masked like passwords.
-_SECRET_PARAM = re.compile(
-    r"([?&;](?:[^=&#;]*(?:token|key|pass|pwd|secret|auth|sig|cred|session)[^=&#;]*)=)[^&#;]*",
-    re.IGNORECASE,
-)
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")  # also one inside a GStreamer string
+# To the URL's *last* '@': a password may hold '@' or '/' ("p@ss/1"; more is masked if a later
+# part holds one, never less).
+_PASSWORD = re.compile(r"//([^:/@]*):.*@")
+_PARAM = re.compile(r"([^=&;]*)=[^&;]*")
+_PATH_PARAM = re.compile(r";([^=;/]*)=[^;/]*")
 
 
-def redact(url: str) -> str:
-    """A URL without its password or secret query parameters, for logs and `doctor`."""
-    # Up to the *last* '@' before the host: a password may itself contain '@' ("p@ss").
-    url = re.sub(r"//([^:/@]+):[^/]*@", r"//\1:***@", url)
-    return _SECRET_PARAM.sub(r"\1***", url)
+def redact(text: str) -> str:
+    """`text` with every URL in it masked, for logs, errors and `doctor`: the password of its
+    user info and the value of every query and fragment parameter (`?token=`, `jwt=`,
+    `#access_token=`: a secret's name cannot be guessed, so none is shown); a bare fragment too."""
+    return _URL.sub(lambda m: _mask_url(m.group()), text)
+
+
+def _mask_url(url: str) -> str:
+    url = _PASSWORD.sub(r"//\1:***@", url, count=1)
+    base, hash_, fragment = url.partition("#")
+    base, mark, query = base.partition("?")
+    base = _PATH_PARAM.sub(r";\1=***", base)  # rtsp://cam/live;auth=...
+    if mark:
+        base += "?" + _PARAM.sub(r"\1=***", query)
+    if hash_:  # never sent to the camera: nothing in it helps to find one
+        base += "#" + (_PARAM.sub(r"\1=***", fragment) if "=" in fragment else "***")
+    return base

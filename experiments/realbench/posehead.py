@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_hf.core.pose import POSE_MODEL, Person, PoseEstimator, clip_people
+from edge_hf.core.pose import INPUT_SIDE, POSE_MODEL, Person, PoseEstimator, clip_people
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings
-from edge_hf.core.posehead import fit
+from edge_hf.core.posehead import HeadContract, fit
 from edge_hf.training.data import parse_crop
 
 from .items import GMDCSA_DESCENT_S, REVERSE, VTEST, VTEST_CALIBRATION_S, Item, views
@@ -114,6 +114,8 @@ def fold_head(
         x, y = training_rows(fold_training(items, fold), out / "cache")
         head = fit(x, y, seed)
         head.threshold, head.mode = threshold, mode
+        # What its rows came from (poses_of, feature_rows): the daemon holds its config to it.
+        head.contract = HeadContract.of(POSE_MODEL, RATE_HZ, INPUT_SIDE, PoseRuleSettings())
         head.trained_on = (
             "GMDCSA24 (all 4 subjects), ASSIST-IoT (both views), vtest.avi 0-40 s; "
             f"{len(y)} tracked-person rows, {int(y.sum())} fallen; seed {seed}"
