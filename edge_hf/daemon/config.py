@@ -18,12 +18,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-<<<<<<< HEAD
 from edge_hf.core.errors import UserError, shown
-=======
-from edge_hf.core.errors import UserError
 from edge_hf.core.files import read_small_file
->>>>>>> rel-config
 
 Provider = Literal["tensorrt", "cuda", "cpu"]
 NAME = re.compile(r"[A-Za-z0-9_-]+")  # always fullmatch: "$" would let "box\n" through
