@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from edge_hf.daemon.app import build_pipeline, with_snapshots
 from edge_hf.daemon.config import Config, MqttConfig
+from edge_hf.daemon.events import FallEvent
 from edge_hf.daemon.journal import JournalSink, OpenEvents
 from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.daemon.replay import replay as replay_files
@@ -86,36 +88,72 @@ def _retained(port: int, topic: str) -> bytes | None:
 
 
 @needs_shipped
-def test_kill_9_during_a_fall_leaves_no_stale_alarm(
+def test_a_latched_fall_survives_sigterm_and_kill_9_until_acknowledged(
     broker: Broker, demo: dict[str, Path], tmp_path: Path
 ) -> None:
+    """#42 item 8. Before: SIGTERM ended a latched fall (`shutdown`, HA OFF, journal emptied),
+    and after a kill -9 the restart sent the old `start` again, then its end: the fall sensor
+    went off -> on -> off and every automation fired again for an old fall. Now the latch holds
+    across both until acknowledged: the fall topic says ON once, never OFF in between, and the
+    event is sent once; the acknowledgement ends it, and the next fall is an off -> on change."""
     sub = Subscriber(broker.port, "edge_hf/box/hall/#")
     time.sleep(0.5)
     first = _run(_config(tmp_path, demo["fall_demo"], broker.port, loop=True))
     try:
         sub.wait_for(lambda m: ("edge_hf/box/hall/fall", b"ON", False) in m, timeout=60)
     finally:
-        first.send_signal(signal.SIGKILL)
-        first.communicate(timeout=30)
-    assert _retained(broker.port, "edge_hf/box/hall/fall") == b"ON", "the crash left ON behind"
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=60)
+    assert _retained(broker.port, "edge_hf/box/hall/fall") == b"ON", "SIGTERM keeps the latch"
     (started,) = [e for e in sub.events() if e["type"] == "start"]
+    assert [e for e in sub.events() if e["type"] == "end"] == []
 
-    # Restart on a camera that shows no fall (the lie-down clip, which ends by itself).
-    second = _run(_config(tmp_path, demo["lie_down_demo"], broker.port, loop=False))
-    _, err = second.communicate(timeout=120)
-    assert second.returncode == 0, err
+    # Restart (looping the quiet lie-down clip: no new fall), then kill -9 it: still latched.
+    second = _run(_config(tmp_path, demo["lie_down_demo"], broker.port, loop=True))
+    try:
+        sub.wait_for(lambda m: sum(t.endswith("/status") and p == b"online"
+                                   for t, p, _ in m) >= 2, timeout=60)  # fmt: skip
+        time.sleep(2.0)
+    finally:
+        second.send_signal(signal.SIGKILL)
+        second.communicate(timeout=30)
+    assert _retained(broker.port, "edge_hf/box/hall/fall") == b"ON"
+    assert [e["type"] for e in sub.events()] == ["start"], "the old start was not sent again"
+
+    # A third run holds it still; an acknowledgement ends it.
+    third = _run(_config(tmp_path, demo["lie_down_demo"], broker.port, loop=True))
+    try:
+        sub.wait_for(lambda m: sum(t.endswith("/status") and p == b"online"
+                                   for t, p, _ in m) >= 3, timeout=60)  # fmt: skip
+        ack = mqtt.Client(CallbackAPIVersion.VERSION2)
+        ack.connect("127.0.0.1", broker.port)
+        ack.loop_start()
+        deadline = time.monotonic() + 45
+        while time.monotonic() < deadline and not [e for e in sub.events() if e["type"] == "end"]:
+            # (until the daemon has subscribed: an ack before that is not heard)
+            ack.publish("edge_hf/box/hall/ack", b"", qos=1).wait_for_publish(5)
+            time.sleep(1.0)
+        ack.loop_stop()
+        ack.disconnect()
+    finally:
+        third.send_signal(signal.SIGTERM)
+        third.communicate(timeout=60)
     ends = [e for e in sub.events() if e["type"] == "end"]
-    assert [(e["event_id"], e["end_reason"]) for e in ends] == [(started["event_id"], "restart")]
+    assert [(e["event_id"], e["end_reason"]) for e in ends] == [
+        (started["event_id"], "acknowledged")
+    ]
     for e in (started, *ends):
         jsonschema.validate(e, SCHEMA, format_checker=jsonschema.FormatChecker())
-    assert _retained(broker.port, "edge_hf/box/hall/fall") == b"OFF", "no stale alarm"
+    falls = [p for t, p, _ in sub.messages if t.endswith("/fall")]
+    assert [k for k, _ in itertools.groupby(falls)] == [b"OFF", b"ON", b"OFF"], falls  # one ON
+    assert _retained(broker.port, "edge_hf/box/hall/fall") == b"OFF"
     assert not (tmp_path / "state" / "open-events.json").read_text().strip("{} \n")
 
     # The next real fall is an off -> on change (an automation on `to: "on"` fires).
     watch = Subscriber(broker.port, "edge_hf/box/hall/fall", name="watch")
     watch.wait_for(lambda m: len(m) >= 1)
-    third = _run(_config(tmp_path, demo["fall_demo"], broker.port, loop=False))
-    third.communicate(timeout=120)
+    fourth = _run(_config(tmp_path, demo["fall_demo"], broker.port, loop=False))
+    fourth.communicate(timeout=120)
     states = [
         k for k, _ in itertools.groupby(p for _, p, _ in watch.wait_for(lambda m: len(m) >= 2))
     ]
@@ -201,12 +239,11 @@ def test_open_events_survive_a_crash_and_end_once(tmp_path: Path) -> None:
     first.send(_event(2, "end"))  # event 2 ended; event 1 is open when we "crash"
     after = RecordingSink()
     JournalSink(after, OpenEvents(tmp_path / "open-events.json")).start()
-    # The recorded start again (a kill between journal and outbox must not lose the alarm;
-    # delivery is at least once), then its end.
+    # Its start reached the sinks before the crash: not sent again (#42 item 8: an old fall
+    # fires no automation twice), only ended.
     assert [(e.event_id, e.type, e.end_reason) for e in after.events] == [
-        (_event(1).event_id, "start", None), (_event(1).event_id, "end", "restart")
+        (_event(1).event_id, "end", "restart")
     ]  # fmt: skip
-    assert after.events[0].as_dict() == _event(1).as_dict(), "the start as it was recorded"
     again = RecordingSink()
     JournalSink(again, OpenEvents(tmp_path / "open-events.json")).start()
     assert list(again.events) == [], "ended once, not at every start"
@@ -333,3 +370,41 @@ def test_the_sink_announces_exactly_the_discovery_payloads(tmp_path: Path) -> No
     assert sink.discovery() == expected
     assert all(t.startswith("ha/") for t in expected)
     sink.outbox.close()
+
+
+def test_a_start_the_sinks_never_took_is_sent_again_after_a_crash(tmp_path: Path) -> None:
+    """A kill between the journal and the outbox must not lose the alarm: the recorded start,
+    never handed to the sinks, is sent again, then ended (unlatched, or not kept)."""
+    from tests.test_mqtt import _event
+
+    journal = OpenEvents(tmp_path / "open-events.json")
+    journal.record(_event(1))  # on disk; the process dies before the sinks take it
+    after = RecordingSink()
+    JournalSink(after, OpenEvents(tmp_path / "open-events.json")).start()
+    assert [(e.event_id, e.type, e.end_reason) for e in after.events] == [
+        (_event(1).event_id, "start", None), (_event(1).event_id, "end", "restart")
+    ]  # fmt: skip
+    assert after.events[0].as_dict() == _event(1).as_dict(), "the start as it was recorded"
+
+
+def test_a_latched_fall_kept_across_a_restart_is_not_sent_again_nor_ended(tmp_path: Path) -> None:
+    """#42 item 8: the next run holds a still-latched fall open (its camera's detector has it:
+    an acknowledgement ends it); the sinks take it as the camera's state, nothing is sent."""
+    from tests.test_mqtt import _event
+
+    first = JournalSink(RecordingSink(), OpenEvents(tmp_path / "open-events.json"))
+    first.send(_event(1))
+    kept: list[str] = []
+
+    class Restoring(RecordingSink):
+        def restore(self, event: FallEvent) -> None:
+            kept.append(event.event_id)
+
+    after = Restoring()
+    sink = JournalSink(after, OpenEvents(tmp_path / "open-events.json"),
+                       keep=lambda e: True)  # fmt: skip
+    sink.start()
+    assert list(after.events) == [] and kept == [_event(1).event_id]
+    sink.send(replace(_event(1), type="end", end_reason="acknowledged"))
+    assert [e.end_reason for e in after.events] == ["acknowledged"]
+    assert not (tmp_path / "open-events.json").read_text().strip("{} \n"), "journal emptied"

@@ -32,39 +32,21 @@ from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.config import CameraConfig, Config, ModelConfig, PersonConfig
 from edge_hf.daemon.events import FallEvent
 from edge_hf.daemon.pipeline import Pipeline
-from edge_hf.daemon.status import SinkHealth, Snapshot
+from edge_hf.daemon.sinks import QuietSink
 
 log = logging.getLogger(__name__)
 
 SETTLE_S = 2.0  # counters are read this long after the cameras opened, and again at the end
 
 
-class _CountingSink:
+class _CountingSink(QuietSink):
     """An alert sink that only counts (capacity runs measure the pipeline, not the broker)."""
 
     def __init__(self) -> None:
         self.events = 0
 
-    def start(self) -> None:
-        pass
-
     def send(self, event: FallEvent) -> None:
         self.events += 1
-
-    def camera_status(self, camera: str, status: str) -> None:
-        pass
-
-    def stats(self, snapshot: Snapshot) -> None:
-        pass
-
-    def health(self) -> list[SinkHealth]:
-        return []
-
-    def listen(self, handler: object) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 POSE_HEAD = Path("models/pose-head.json")  # the shipped person stage's learned head, if there

@@ -298,12 +298,11 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
     # Open fall events are journaled: a crash's leftovers are ended at the next start.
     # ... and every sink runs on the alert thread, never on the inference loop (#42 item 7).
     # The journal first: an open fall is on disk before its picture is encoded.
-    sink = AlertThread(
-        JournalSink(
-            with_snapshots(cfg, make_sink(cfg, statuses)),
-            OpenEvents(cfg.state_dir / StateFiles.OPEN_EVENTS),
-        )
+    journal = JournalSink(
+        with_snapshots(cfg, make_sink(cfg, statuses)),
+        OpenEvents(cfg.state_dir / StateFiles.OPEN_EVENTS),
     )
+    sink = AlertThread(journal)
     metrics = None
     if cfg.metrics.enabled:
         from edge_hf.daemon.prometheus import Metrics
@@ -313,6 +312,7 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
         cfg, sink, config_name=str(config), notifier=notifier, stop=stop,
         on_batch=metrics.inference.observe if metrics is not None else None,
     )  # fmt: skip
+    journal.keep = pipeline.restore_open  # a latched fall outlives a restart (#42 item 8)
     if metrics is not None:
         metrics.watch(pipeline.snapshot)
         try:

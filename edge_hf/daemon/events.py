@@ -424,9 +424,26 @@ class FallDetector:
             return []
         return [self._end(self.last_score, t, "acknowledged")]
 
-    def close(self, t: float) -> list[FallEvent]:
-        """End an open event (shutdown or camera gone)."""
-        return [self._end(self.last_score, t, "shutdown")] if self._open is not None else []
+    def close(self, t: float, keep_latched: bool = False) -> list[FallEvent]:
+        """End an open event (shutdown or camera gone); `keep_latched`: a latched one stays
+        open (the daemon stops; the journal keeps it for the next start to `restore`)."""
+        if self._open is None or (keep_latched and self.cfg.latch):
+            return []
+        return [self._end(self.last_score, t, "shutdown")]
+
+    def restore(self, event: FallEvent, t: float, now_unix: float) -> bool:
+        """Hold an earlier run's latched `start` open again at detector time `t` (Unix time
+        `now_unix`): acknowledgement and clear_after_s apply as if this run had raised it.
+        False (nothing held) when unlatched, past clear_after_s, or another event is open."""
+        age = now_unix - event.started_at
+        if not self.cfg.latch or self._open is not None or age >= self.cfg.clear_after_s:
+            return False
+        self._open = _Open(event.event_id, t - max(0.0, age), event.started_at,
+                           event.peak_score, person=event.person)  # fmt: skip
+        self._candidate = None
+        log.info("%s: fall %s still latched from the last run (%.0f s ago)", self.camera,
+                 event.event_id, age)  # fmt: skip
+        return True
 
     def _start(
         self,

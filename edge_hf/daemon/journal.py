@@ -1,12 +1,13 @@
 """Open fall events on disk, so that every `start` gets its `end` even across a crash.
 
 `JournalSink` wraps the daemon's sinks: a `start` is written to `state_dir/open-events.json`
-(atomically: temporary file, fsync, rename) before any sink sees it, and removed after its `end`
-went out. A daemon killed mid-fall (kill -9, power cut) leaves the event there; the next start
-sends its recorded `start` again and then ends it (`end_reason: restart`) before anything else
-is sent: a kill between the journal and the MQTT outbox cannot lose the alarm itself (delivery
-is at least once: a start that did go out arrives twice, same `event_id`), and Home Assistant
-and every subscriber see the fall end, so the next real fall is again an off -> on change.
+(atomically: temporary file, fsync, rename) before any sink sees it, marked `handed` once the
+sinks took it, and removed after its `end` went out. A daemon stopped or killed mid-fall (SIGTERM,
+kill -9, power cut) leaves the event there. The next start keeps a latched fall open (the
+detector holds it again until acknowledged or clear_after_s; no end, the state stays ON) or ends
+it (`end_reason: restart`); its `start` is sent again only if it never reached the sinks (a kill
+between the journal and the MQTT outbox cannot lose the alarm itself), so Home Assistant never
+sees an old fall go off -> on -> off.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ class OpenEvents:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._open: dict[str, FallEvent] = {}
+        self._handed: set[str] = set()  # starts the sinks took (MQTT: in its outbox)
         try:
             loaded = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(loaded, dict):
@@ -50,6 +53,8 @@ class OpenEvents:
         rate = LogRate(burst=10)
         for key, entry in loaded.items():
             try:
+                if isinstance(entry, dict) and entry.pop("handed", False) is True:
+                    self._handed.add(str(entry.get("event_id")))
                 event = _checked(entry, time.time())
             except (KeyError, TypeError, ValueError, OverflowError, OSError) as exc:
                 rate.log(log, logging.WARNING, "%s: skipping an unreadable open event %s (%s)",
@@ -73,16 +78,32 @@ class OpenEvents:
     def record(self, event: FallEvent) -> None:
         """Note a start, forget an end; on disk before returning."""
         if event.type == "start":
-            self._open[event.event_id] = replace(event, evidence=None)
+            self._open[event.event_id] = replace(event, evidence=None, jpeg=None)
         elif self._open.pop(event.event_id, None) is None:
             return
+        else:
+            self._handed.discard(event.event_id)
         self._write()
+
+    def handed(self, event_id: str) -> bool:
+        """Whether the sinks took this open event's start (it need not be sent again)."""
+        return event_id in self._handed
+
+    def mark_handed(self, event_id: str) -> None:
+        """The sinks took the start (on disk before returning)."""
+        if event_id in self._open and event_id not in self._handed:
+            self._handed.add(event_id)
+            self._write()
 
     def _write(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
+        entries = {
+            k: {**e.as_dict(), **({"handed": True} if k in self._handed else {})}
+            for k, e in self._open.items()
+        }
         try:
             with tmp.open("w", encoding="utf-8") as fh:
-                fh.write(strict_json({k: e.as_dict() for k, e in self._open.items()}))
+                fh.write(strict_json(entries))
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
@@ -118,28 +139,49 @@ def _checked(e: Any, now: float) -> FallEvent:
 
 
 class JournalSink(ForwardingSink):
-    """An AlertSink that journals open events before passing everything on to `inner`."""
+    """An AlertSink that journals open events before passing everything on to `inner`.
 
-    def __init__(self, inner: AlertSink, journal: OpenEvents) -> None:
+    At start, each event an earlier run left open (a restart, a crash) is either **kept** (`keep`
+    says so: a latched fall of a camera still configured, within clear_after_s; the detector
+    holds it open again, no `end`, the fall state stays ON: no off -> on edge) or **ended**
+    (`end_reason: restart`). Either way its `start` is sent again only if the sinks never took it
+    (a crash between the journal and the outbox), so an old fall fires no automation twice."""
+
+    def __init__(
+        self, inner: AlertSink, journal: OpenEvents,
+        keep: Callable[[FallEvent], bool] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(inner)
         self.journal = journal
+        self.keep = keep
 
     def start(self) -> None:
         self.inner.start()
         for start, end in self.journal.leftovers():
+            kept = self.keep is not None and self.keep(start)
+            resend = not self.journal.handed(start.event_id)
             log.warning(
-                "%s: fall event %s was still open when the daemon last stopped: sending its "
-                "start again (it may not have reached the outbox) and ending it (end_reason "
-                "restart)", end.camera, end.event_id,
+                "%s: fall event %s was still open when the daemon last stopped: %s%s",
+                end.camera, end.event_id,
+                "still latched, kept open" if kept else "ended (end_reason restart)",
+                "; its start never reached the sinks: sent again" if resend else "",
             )  # fmt: skip
-            self.inner.send(start)  # (already in the journal: recorded by the run that died)
-            self.send(end)
+            if resend:  # (already in the journal: recorded by the run that stopped)
+                self.inner.send(start)
+                self.journal.mark_handed(start.event_id)
+            if kept:
+                self.inner.restore(start)
+            else:
+                self.send(end)
 
     def send(self, event: FallEvent) -> None:
-        # A start is on disk before anyone hears of it; an end leaves the journal only once the
-        # sinks took it (MQTT: in its outbox). A crash in between ends the event twice at most.
+        # A start is on disk before anyone hears of it, and marked handed once the sinks took
+        # it (MQTT: in its outbox); an end leaves the journal only once the sinks took it. A
+        # crash in between ends the event twice at most.
         if event.type == "start":
             self.journal.record(event)
         self.inner.send(event)
-        if event.type != "start":
+        if event.type == "start":
+            self.journal.mark_handed(event.event_id)
+        else:
             self.journal.record(event)

@@ -505,6 +505,13 @@ class MqttSink:
             self._fall[cam] = state
             self._durable(f"{self.base}/{cam}/fall", state, retain=True)
 
+    def restore(self, event: FallEvent) -> None:
+        """A fall still latched from the last run: the camera's state is ON (re-said as it is
+        after every connect: the retained ON stays ON, no edge), nothing is sent again."""
+        if event.camera in self._fall:
+            self._fall[event.camera] = "ON"
+            self._attributes[event.camera] = event.to_json()
+
     def _send_snapshot(self, camera: str, path: Path, data: bytes | None = None) -> None:
         """The JPEG as encoded (`data`), or read back from `path` (an earlier run's)."""
         try:

@@ -27,7 +27,7 @@ from edge_hf.core.personcrop import crop_box, cut, work_size
 from edge_hf.daemon.capture import CaptureThread
 from edge_hf.daemon.classifier import Classifier
 from edge_hf.daemon.config import CameraConfig, Config
-from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.events import FallDetector, FallEvent
 from edge_hf.daemon.load import LOAD_PERIOD_S, LoadTotals, LoadWatch
 from edge_hf.daemon.lograte import LogRate
 from edge_hf.daemon.person import PersonStage, PoseSlot
@@ -318,6 +318,12 @@ class Pipeline:
         elif cam.status in ("slow", "overloaded", "blind", "degraded"):
             log.info("%s: camera %s again (was %s)", name, status, cam.status)
 
+    def restore_open(self, event: FallEvent) -> bool:
+        """An earlier run's open `start` (the journal's): held open again by its camera's
+        detector if still latched (`FallDetector.restore`); False: end it."""
+        cam = next((c for c in self.cameras if c.cfg.name == event.camera), None)
+        return cam is not None and cam.detector.restore(event, time.monotonic(), time.time())
+
     def command(self, camera: str, command: str) -> None:
         """A command from outside (any thread): `ack` ends the camera's latched fall."""
         self._commands.append((camera, command))
@@ -457,8 +463,8 @@ class Pipeline:
         elif due:
             log.warning("shutdown: dropped %d unclassified windows (drain budget spent)", len(due))
         now = time.monotonic()
-        for cam in self.cameras:
-            for event in cam.detector.close(now):
+        for cam in self.cameras:  # a latched fall stays open: the next start holds it again
+            for event in cam.detector.close(now, keep_latched=True):
                 self.sink.send(event)
             if cam.status != "offline":
                 cam.status = "offline"

@@ -48,6 +48,11 @@ class AlertSink(Protocol):
         """Flush and disconnect (the pipeline's last call)."""
         ...
 
+    def restore(self, event: FallEvent) -> None:
+        """An earlier run's `start`, still open (latched across a restart): take it as the
+        camera's current state without sending it again."""
+        ...
+
 
 class QuietSink:
     """No-op defaults for every AlertSink call: a sink subclasses it and writes only the calls
@@ -72,6 +77,9 @@ class QuietSink:
         return None
 
     def close(self) -> None:
+        return None
+
+    def restore(self, event: FallEvent) -> None:
         return None
 
 
@@ -102,6 +110,9 @@ class ForwardingSink:
 
     def close(self) -> None:
         self.inner.close()
+
+    def restore(self, event: FallEvent) -> None:
+        self.inner.restore(event)
 
 
 class JsonLinesSink(QuietSink):
@@ -159,6 +170,10 @@ class TeeSink:
     def close(self) -> None:
         for s in self.sinks:
             s.close()
+
+    def restore(self, event: FallEvent) -> None:
+        for s in self.sinks:
+            s.restore(event)
 
 
 class RecordingSink(QuietSink):
