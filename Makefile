@@ -8,7 +8,7 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 EXTRAS := cpu,train,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card pose-model pose-head pose-bench arm64-check gpu-check bench-outage ha-check clean
+.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench real-model real-card pose-model pose-head pose-bench arm64-check gpu-check soak-faults bench-outage ha-check clean
 
 help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips"
@@ -178,6 +178,14 @@ arm64-check: $(STAMP)
 # preparation CPU vs CUDA, the daemon asking for [tensorrt, cuda, cpu]. Output in gpu-check/.
 gpu-check: $(STAMP)
 	OUT=gpu-check PYTHON=$(PY) bash benchmarks/gpu_check.sh
+
+# #42: the daemon with the shipped pipeline on two looping real clips for >= 10 minutes while
+# faults are injected (broker down, disk full on a tmpfs state_dir, a pose model failing on every
+# frame, wall-clock steps, SIGKILL and restart, the latch across a restart); every alert counted
+# from the daemon to a subscriber: nothing lost, nothing faked, still latched. About 12 minutes;
+# root for the tmpfs (without it that phase is skipped, and said so).
+soak-faults: $(STAMP) mosquitto
+	$(PY) benchmarks/soak_faults.py
 
 # Memory of a long broker outage (20 000 alerts offline, then the drain): one JSON line.
 bench-outage: $(STAMP) mosquitto

@@ -140,13 +140,14 @@ def test_replayed_fall_gives_events_states_availability_and_discovery(
     )
     print(f"replay + delivery: {time.monotonic() - t0:.2f} s")
     sub.close()
+    # (#42 item 11: a replay publishes as its own device, never over the live one's state)
     topics = [(t, p.decode(), r) for t, p, r in msgs]
-    assert ("edge_hf/box/availability", "online", False) in topics
-    assert ("edge_hf/box/hall/status", "online", False) in topics
-    falls = [p for t, p, _ in topics if t == "edge_hf/box/hall/fall"]
+    assert ("edge_hf/box-replay/availability", "online", False) in topics
+    assert ("edge_hf/box-replay/hall/status", "online", False) in topics
+    falls = [p for t, p, _ in topics if t == "edge_hf/box-replay/hall/fall"]
     changes = [k for k, _ in itertools.groupby(falls)]  # the state is also re-said on connect
     assert changes in (["ON", "OFF"], ["OFF", "ON", "OFF"]), falls
-    assert topics[-1][:2] == ("edge_hf/box/availability", "offline")
+    assert topics[-1][:2] == ("edge_hf/box-replay/availability", "offline")
     events = sub.events()
     assert [e["type"] for e in events] == ["start", "end"]
     assert [json.loads(x) for x in proc.stdout.splitlines()] == events, "stdout and MQTT agree"
@@ -155,12 +156,12 @@ def test_replayed_fall_gives_events_states_availability_and_discovery(
     (disc,) = [
         json.loads(p)
         for t, p, _ in topics
-        if t == "homeassistant/binary_sensor/box/hall_fall/config"
+        if t == "homeassistant/binary_sensor/box-replay/hall_fall/config"
     ]
-    assert disc["device_class"] == "safety" and disc["state_topic"] == "edge_hf/box/hall/fall"
-    assert disc["unique_id"] == "edge_hf_box_hall_fall" and disc["device"]["identifiers"]
-    assert [a["topic"] for a in disc["availability"]] == ["edge_hf/box/availability"]
-    assert disc["json_attributes_topic"] == "edge_hf/box/hall/attributes" and disc["qos"] == 1
+    assert disc["device_class"] == "safety" and disc["state_topic"] == "edge_hf/box-replay/hall/fall"
+    assert disc["unique_id"] == "edge_hf_box-replay_hall_fall" and disc["device"]["identifiers"]
+    assert [a["topic"] for a in disc["availability"]] == ["edge_hf/box-replay/availability"]
+    assert disc["json_attributes_topic"] == "edge_hf/box-replay/hall/attributes" and disc["qos"] == 1
 
 
 def test_discovery_is_resent_when_home_assistant_comes_online(
