@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -127,3 +132,26 @@ def moving_clip() -> Path:
         writer.release()
         _MOVING.append(out)
     return _MOVING[0]
+
+
+@contextmanager
+def live(pipeline: Any) -> Iterator[threading.Thread]:
+    """A built live pipeline started and run in a thread; stopped and joined on the way out."""
+    pipeline.start()
+    runner = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
+    runner.start()
+    try:
+        yield runner
+    finally:
+        pipeline.stop.set()
+        runner.join(30)
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
+    """Poll `condition` until it holds or `timeout_s` passes; whether it held."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import threading
-import time
 from pathlib import Path
 
 import cv2
@@ -15,7 +13,7 @@ from edge_hf.core.video import to_model_rgb
 from edge_hf.daemon.capture import picture_problem
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_video
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, live, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_MODEL = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
@@ -93,13 +91,5 @@ def test_the_live_daemon_reports_a_covered_lens_blind(tmp_path: Path) -> None:
         "state_dir": str(tmp_path / "state"),
     })  # fmt: skip
     sink = RecordingSink()
-    pipeline = build_pipeline(cfg, sink, score_history=None)
-    pipeline.start()
-    th = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
-    th.start()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and ("hall", "blind") not in sink.statuses:
-        time.sleep(0.1)
-    pipeline.stop.set()
-    th.join(20)
-    assert ("hall", "blind") in sink.statuses
+    with live(build_pipeline(cfg, sink, score_history=None)):
+        assert wait_until(lambda: ("hall", "blind") in sink.statuses, 20)

@@ -158,10 +158,14 @@ def test_replayed_fall_gives_events_states_availability_and_discovery(
         for t, p, _ in topics
         if t == "homeassistant/binary_sensor/box-replay/hall_fall/config"
     ]
-    assert disc["device_class"] == "safety" and disc["state_topic"] == "edge_hf/box-replay/hall/fall"
+    assert (
+        disc["device_class"] == "safety" and disc["state_topic"] == "edge_hf/box-replay/hall/fall"
+    )
     assert disc["unique_id"] == "edge_hf_box-replay_hall_fall" and disc["device"]["identifiers"]
     assert [a["topic"] for a in disc["availability"]] == ["edge_hf/box-replay/availability"]
-    assert disc["json_attributes_topic"] == "edge_hf/box-replay/hall/attributes" and disc["qos"] == 1
+    assert (
+        disc["json_attributes_topic"] == "edge_hf/box-replay/hall/attributes" and disc["qos"] == 1
+    )
 
 
 def test_discovery_is_resent_when_home_assistant_comes_online(

@@ -4,8 +4,6 @@ item 4)."""
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,7 @@ import pytest
 from edge_hf.cli import main
 from edge_hf.daemon.load import LoadTotals, LoadWatch, capacity
 from edge_hf.daemon.sinks import RecordingSink
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, live, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_MODEL = ROOT / "models" / "fall-real-efficientnet_lite0-t3.onnx"
@@ -58,18 +56,10 @@ def test_an_overloaded_box_says_overloaded_not_that_the_cameras_are_slow(tmp_pat
     })  # fmt: skip
     sink = RecordingSink()
     pipeline = build_pipeline(cfg, sink, score_history=None)
-    pipeline.start()
-    th = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
-    th.start()
-    deadline = time.monotonic() + 40
-    try:
-        while time.monotonic() < deadline and not pipeline.load.overloaded:
-            time.sleep(0.2)
-        time.sleep(0.5)  # the statuses follow on the next loop
+    with live(pipeline):
+        wait_until(lambda: pipeline.load.overloaded, 40)
+        wait_until(lambda: ("c0", "overloaded") in sink.statuses, 5)  # on the next loop
         stats = pipeline.snapshot().stats_payload()
-    finally:
-        pipeline.stop.set()
-        th.join(30)
     assert stats["overloaded"] is True
     assert isinstance(stats["capacity_cameras"], int) and stats["capacity_cameras"] < 24
     statuses = {s for _, s in sink.statuses}

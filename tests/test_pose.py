@@ -18,7 +18,7 @@ from edge_hf.daemon.events import FallDetector, ModelInfo
 from edge_hf.daemon.person import PoseSlot
 from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.sinks import RecordingSink
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, live, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / POSE_MODEL
@@ -377,8 +377,6 @@ def test_a_pose_model_that_fails_on_one_camera_degrades_that_camera_alone(tmp_pa
     reset the count) marks that camera `degraded` while the other stays online; the daemon goes
     on, and the degraded camera's classifier decides alone (decision `pose` would otherwise never
     let it raise)."""
-    import threading
-    import time
 
     cfg = Config.model_validate(
         {
@@ -404,14 +402,8 @@ def test_a_pose_model_that_fails_on_one_camera_degrades_that_camera_alone(tmp_pa
         return real(frames, min_score)
 
     stage.estimator.people_batch = fails_on_small  # type: ignore[method-assign]
-    pipeline.start()
-    runner = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
-    runner.start()
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline and ("small", "degraded") not in sink.statuses:
-        time.sleep(0.2)
-    try:
-        assert ("small", "degraded") in sink.statuses
+    with live(pipeline) as runner:
+        assert wait_until(lambda: ("small", "degraded") in sink.statuses, 40)
         assert runner.is_alive() and not pipeline.stop.is_set(), "the daemon goes on"
         assert ("wide", "degraded") not in sink.statuses
         assert stage.is_degraded("small") and not stage.is_degraded("wide")
@@ -419,9 +411,6 @@ def test_a_pose_model_that_fails_on_one_camera_degrades_that_camera_alone(tmp_pa
         assert small.detector.pose_ok is False
         stats = pipeline.snapshot().stats_payload()["cameras"]
         assert stats["small"]["status"] == "degraded"  # type: ignore[index]
-    finally:
-        pipeline.stop.set()
-        runner.join(30)
     assert not runner.is_alive()
 
 
