@@ -37,7 +37,9 @@ def _frames(clip: Path, size: tuple[int, int] = (640, 480)) -> tuple[list[np.nda
     return out, fps
 
 
-def _events(video: Path, tmp_path: Path, decision: str = "pose") -> list[FallEvent]:
+def _events(
+    video: Path, tmp_path: Path, decision: str = "pose", **detection: object
+) -> list[FallEvent]:
     """Replay with the demo classifier at 0.99 (it never fires on real footage): the events are
     the person stage's."""
     cfg = Config.model_validate(
@@ -47,6 +49,7 @@ def _events(video: Path, tmp_path: Path, decision: str = "pose") -> list[FallEve
             "cameras": [{"name": "cam", "source": str(video)}],
             "state_dir": str(tmp_path / "state"),
             "person": {"model": str(POSE), "decision": decision},
+            "detection": detection,
         }
     )
     sink = RecordingSink()
@@ -57,14 +60,17 @@ def _events(video: Path, tmp_path: Path, decision: str = "pose") -> list[FallEve
 @needs_gmdcsa
 def test_a_fall_the_person_gets_up_from_is_reported_and_ends_got_up(tmp_path: Path) -> None:
     """A real fall (S3_Fall_01), the person lying 2 s, then the same frames backwards (getting
-    up) and standing: a `start` naming the person, then an `end` with `got_up` and how long they
-    were down (latched, the default: before, the event stayed open until acknowledged)."""
+    up) and standing: a `start` naming the person; with `detection.end_when_up` an `end` with
+    `got_up` and how long they were down (before, the event stayed open until acknowledged);
+    without it (the default) the latch holds (replay closes it at the end of the file)."""
     frames, fps = _frames(GMDCSA / "S3_Fall_01.mp4", (640, 360))
     lying, standing = frames[-1], frames[0]
     clip = frames + [lying] * round(2 * fps) + frames[::-1] + [standing] * round(2 * fps)
     video = tmp_path / "up.mp4"
     write_video(video, iter(clip), fps, (640, 360))
-    events = _events(video, tmp_path)
+    assert [e.type for e in _events(video, tmp_path)] == ["start", "end"]
+    assert _events(video, tmp_path)[1].end_reason == "shutdown", "latched: a person clears it"
+    events = _events(video, tmp_path, end_when_up=True)
     assert [e.type for e in events] == ["start", "end"]
     start, end = events
     assert end.end_reason == "got_up"

@@ -493,3 +493,37 @@ def test_a_vetoed_person_closes_the_classifiers_gate_under_combined_as_the_readm
     assert "start" in events("combined", with_head=False)
     assert events("combined", with_head=True) == []
     assert "start" in events("either", with_head=True)
+
+
+def test_sitting_up_on_the_floor_is_not_getting_up() -> None:
+    """A fallen person upright but short (sitting up on the floor) is not up; standing as tall as
+    before for GOT_UP_S is, and the verdict says after how long down."""
+    from edge_hf.core.posefall import GOT_UP_S
+
+    rules = PoseFallRules()
+    t, ups = 0.0, []
+    script = [(_person(5, STAND, 200), 1.0), (_person(88, FLOOR, 280), 3.0),
+              (_person(5, (100.0, 220.0, 160.0, 300.0), 280), 4.0),  # sitting: 80 px of 200
+              (_person(5, STAND, 200), GOT_UP_S + 0.6)]  # fmt: skip
+    for person, seconds in script:
+        for _ in range(round(seconds / 0.2)):
+            v = rules.update(t, [person])
+            ups += [(round(t, 1), up) for up in v.got_up]
+            t += 0.2
+    assert len(ups) == 1, ups
+    at, (track, down_s) = ups[0]
+    assert at >= 8.0 + GOT_UP_S - 0.2 and track == 1 and 6.5 <= down_s <= 8.0 + GOT_UP_S
+
+
+def test_a_pose_fall_during_the_cooldown_waits_for_its_end_and_is_raised() -> None:
+    """Before, a pose-confirmed fall that came during the cooldown after a `got_up` end was
+    thrown away, and the person lying there raised nothing."""
+    det = FallDetector("c", "d", DetectionConfig(end_when_up=True), 0.5,
+                       ModelInfo("m", 3, 100.0), "pose")  # fmt: skip
+    det.on_pose(0.0, PoseVerdict(down=True, fall=True, new_fall=True, t=0.0))
+    assert [e.type for e in det.update(0.1, 0.1)] == ["start"]
+    ended = det.on_pose(3.0, PoseVerdict(down=False, fall=False, t=3.0, got_up=[(1, 3.0)]))
+    assert [e.end_reason for e in ended] == ["got_up"]
+    det.on_pose(4.0, PoseVerdict(down=True, fall=True, new_fall=True, t=4.0))  # in the cooldown
+    raised = [e.type for i in range(5, 200) for e in det.update(0.1, i * 0.1)]
+    assert raised == ["start"]

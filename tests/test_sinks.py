@@ -90,3 +90,18 @@ def test_the_journal_is_written_first_on_the_alert_thread(tmp_path: Path) -> Non
     assert (tmp_path / "open-events.json").exists() and not disk.events
     sink.close()
     assert [e.event_id for e in disk.events] == [_event(3).event_id]
+
+
+def test_a_start_is_journaled_before_it_is_queued(tmp_path: Path) -> None:
+    """A start waiting behind slow sinks when the process dies is in the journal (the next start
+    sends it): AlertThread journals it on the caller's thread before queueing."""
+    journal = OpenEvents(tmp_path / "open-events.json")
+    disk = SlowDisk(1.0)
+    sink = AlertThread(JournalSink(disk, journal), journal=journal)
+    sink.start()
+    sink.send(_event(4))
+    sink.send(_event(5))
+    assert _event(5).event_id in (tmp_path / "open-events.json").read_text()  # at once
+    assert not disk.events
+    sink.close()
+    assert [e.event_id for e in disk.events] == [_event(4).event_id, _event(5).event_id]

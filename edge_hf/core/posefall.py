@@ -29,6 +29,8 @@ from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Person, PoseFeatures, features
 from edge_hf.core.posehead import FEATURES, PoseHead
 
 HISTORY_S = 1.0  # the head's "over the last second" features
+GOT_UP_S = 2.0  # a fallen person is up again once upright this long, as tall as before the fall
+UP_HEIGHT = 0.8  # ... at least this share of their height before the fall (sitting up is not up)
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,10 @@ class _Track:
     down_since: float | None = None
     fallen: bool = False
     fell_at: float | None = None  # when the confirmed fall's "down" began
+    stand_height: float | None = None  # the box height when last upright before that fall
+    # (since when upright again, when the fall began, height before it): a fallen person seen
+    # upright, not yet reported up (`GOT_UP_S` upright and as tall as before)
+    getting_up: tuple[float, float, float | None] | None = None
     # (t, hip_y, aspect) of the last HISTORY_S, for the head's features
     history: deque[tuple[float, float | None, float]] = field(default_factory=deque)
 
@@ -147,6 +153,22 @@ def head_features(tr: _Track, f: PoseFeatures, person: Person, t: float) -> np.n
     return np.asarray(row, np.float64)
 
 
+def _up_again(tr: _Track, p: Person, t: float, verdict: PoseVerdict) -> None:
+    """A tracked person upright at `t`: after a confirmed fall the wait for `GOT_UP_S` upright
+    and as tall as before starts (a person sitting up on the floor is upright but short), and
+    once it is over the verdict says they got up (and after how long down)."""
+    if tr.fallen and tr.fell_at is not None and tr.getting_up is None:
+        tr.getting_up = (t, tr.fell_at, tr.stand_height)
+    if tr.getting_up is None:
+        return
+    since, fell_at, before = tr.getting_up
+    if before is not None and p.height < UP_HEIGHT * before:
+        tr.getting_up = (t, fell_at, before)  # not standing yet: the wait starts again
+    elif t - since >= GOT_UP_S - 1e-6:
+        verdict.got_up.append((tr.id, since - fell_at))  # down until they stood up
+        tr.getting_up = None
+
+
 class PoseFallRules:
     """Per camera: feed `update(t, people)` each pose tick; a `PoseVerdict` comes back.
 
@@ -202,11 +224,11 @@ class PoseFallRules:
                     self._head_update(tr, p, f, x, t, verdict)
                     continue
             if is_upright(f, p, s):
-                if tr.fallen and tr.fell_at is not None:
-                    verdict.got_up.append((tr.id, t - tr.fell_at))
+                _up_again(tr, p, t, verdict)
                 tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
                 tr.down_since, tr.fallen = None, False
                 continue
+            tr.getting_up = None
             why = down_reasons(f, tr.upright_hip_y, tr.upright_height, s)
             if why and self.head is not None and x is not None:  # mode veto
                 why = why if float(self.head.prob(x)) >= self.head.threshold else []
@@ -223,7 +245,7 @@ class PoseFallRules:
                 tr.down_since = t
             if t - tr.down_since >= s.confirm_s and not tr.fallen:
                 tr.fallen = verdict.new_fall = True
-                tr.fell_at = tr.down_since
+                tr.fell_at, tr.stand_height = tr.down_since, tr.upright_height
                 verdict.person = (tr.id, tr.box)
             verdict.fall = verdict.fall or tr.fallen
         # A fallen person the model stops finding (lying people are found less often) stays fallen
@@ -245,8 +267,10 @@ class PoseFallRules:
         if upright:
             tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
         if float(head.prob(x)) < head.threshold:
-            if upright and tr.fallen and tr.fell_at is not None:
-                v.got_up.append((tr.id, t - tr.fell_at))
+            if upright:
+                _up_again(tr, p, t, v)
+            else:
+                tr.getting_up = None
             tr.down_since = None
             if upright:
                 tr.fallen = False
@@ -258,6 +282,6 @@ class PoseFallRules:
             tr.down_since = t
         if t - tr.down_since >= self.s.confirm_s and not tr.fallen:
             tr.fallen = v.new_fall = True
-            tr.fell_at = tr.down_since
+            tr.fell_at, tr.stand_height = tr.down_since, tr.upright_height
             v.person = (tr.id, tr.box)
         v.fall = v.fall or tr.fallen

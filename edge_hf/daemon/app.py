@@ -302,7 +302,7 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
         with_snapshots(cfg, make_sink(cfg, statuses)),
         OpenEvents(cfg.state_dir / StateFiles.OPEN_EVENTS),
     )
-    sink = AlertThread(journal)
+    sink = AlertThread(journal, journal=journal.journal)
     metrics = None
     if cfg.metrics.enabled:
         from edge_hf.daemon.prometheus import Metrics

@@ -113,9 +113,10 @@ class DetectionConfig(_Section):
     # does not clear it. Unlatched: it ends when the person is up again (end_after windows).
     latch: bool = True
     clear_after_s: float = Field(3600.0, gt=0, le=7 * 24 * 3600)
-    # With the person stage: the fallen person seen upright again ends the event (latched too),
-    # end_reason `got_up` with `down_s`: the start went out; the end says they are up.
-    end_when_up: bool = True
+    # With the person stage: the fallen person seen up again (upright and as tall as before for
+    # 2 s) ends the event, latched too, end_reason `got_up` with `down_s`. Off by default: a
+    # latched alarm is cleared by a person, and a person sitting up on the floor is not up.
+    end_when_up: bool = False
 
     @model_validator(mode="after")
     def _k_le_n(self) -> DetectionConfig:

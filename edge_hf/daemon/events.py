@@ -302,12 +302,14 @@ class FallDetector:
         self._recent.append(score)
         if self.trace is not None:
             self.trace.append((t, score, down))
-        if self._pose_fall_at is not None:
+        if self._pose_fall_at is not None and self._open is not None:
+            self._pose_fall_at = None  # (the fall in progress)
+        elif self._pose_fall_at is not None and t >= self._cooldown_until:
+            # (a pose-confirmed fall during the cooldown waits for its end: never thrown away)
             at, self._pose_fall_at = self._pose_fall_at, None
-            if self._open is None and at >= self._cooldown_until:
-                self._candidate = None
-                log.info("%s: the pose rules confirmed a fall at %.1f", self.camera, at)
-                return [self._start(score, t, centre_frame, evidence=evidence)]
+            self._candidate = None
+            log.info("%s: the pose rules confirmed a fall at %.1f", self.camera, at)
+            return [self._start(score, t, centre_frame, evidence=evidence)]
         if down is not None and self.cfg.up_before_s:
             self._up.append((t, 1.0 - score - down))
             while self._up[0][0] < t - self.cfg.up_before_s - UP_BEFORE_GAP_S - 1.0:
@@ -459,8 +461,7 @@ class FallDetector:
         started_at = self.wall(started)
         event_id = str(uuid.uuid5(_NAMESPACE, f"{self.device_id}/{self.camera}/{started_at:.3f}"))
         # The person the pose stage saw down, if it did lately (the fall is about them).
-        recent = t - self._pose_down_at <= POSE_DOWN_S or self._pose_fall_at is not None
-        person = self._pose_person if recent else None
+        person = self._pose_person if t - self._pose_down_at <= POSE_DOWN_S else None
         self._open = _Open(event_id, started, started_at, score, person=person)
         self.counts.start += 1
         log.info("%s: fall started (score %.2f) event %s", self.camera, score, event_id)

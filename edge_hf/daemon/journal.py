@@ -78,6 +78,8 @@ class OpenEvents:
     def record(self, event: FallEvent) -> None:
         """Note a start, forget an end; on disk before returning."""
         if event.type == "start":
+            if event.event_id in self._open:
+                return  # (journaled already: by AlertThread before it queued the event)
             self._open[event.event_id] = replace(event, evidence=None, jpeg=None)
         elif self._open.pop(event.event_id, None) is None:
             return
@@ -156,9 +158,13 @@ class JournalSink(ForwardingSink):
         self.keep = keep
 
     def start(self) -> None:
+        leftovers = [(s, e, self.keep is not None and self.keep(s))
+                     for s, e in self.journal.leftovers()]  # fmt: skip
+        for start, _, kept in leftovers:  # before connecting: the first states said are true
+            if kept:
+                self.inner.restore(start)
         self.inner.start()
-        for start, end in self.journal.leftovers():
-            kept = self.keep is not None and self.keep(start)
+        for start, end, kept in leftovers:
             resend = not self.journal.handed(start.event_id)
             log.warning(
                 "%s: fall event %s was still open when the daemon last stopped: %s%s",
@@ -169,9 +175,7 @@ class JournalSink(ForwardingSink):
             if resend:  # (already in the journal: recorded by the run that stopped)
                 self.inner.send(start)
                 self.journal.mark_handed(start.event_id)
-            if kept:
-                self.inner.restore(start)
-            else:
+            if not kept:
                 self.send(end)
 
     def send(self, event: FallEvent) -> None:

@@ -4,10 +4,12 @@ cameras.
 Every LOAD_PERIOD_S the inference loop hands `LoadWatch.update` its totals: windows classified and
 skipped (a camera's older windows are skipped when the loop comes back late), the time spent
 stacking and classifying, and the person stage's time per pose frame. The machine is
-**overloaded** when more than SKIP_SHARE of the windows due in the last period were skipped: the
-cameras deliver, the model does not keep up. Cameras are then reported `overloaded`, not `slow`
-(a starved capture thread reads fewer frames too), with an estimate of how many cameras this
-machine holds at the configured rate with this pipeline.
+**overloaded** when more than SKIP_SHARE of the windows due in the last period were skipped while
+the loop was busy classifying more than BUSY_SHARE of the time: the cameras deliver, the model
+does not keep up (a camera catching up after a network hiccup skips windows of an idle loop).
+Cameras are then reported `overloaded`, not `slow` (a starved capture thread reads fewer frames
+too), with an estimate of how many cameras this machine holds at the configured rate with this
+pipeline.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from dataclasses import dataclass
 log = logging.getLogger(__name__)
 
 LOAD_PERIOD_S = 5.0  # how often the lag is measured
-SKIP_SHARE = 0.3  # more than this share of the due windows skipped: overloaded
+SKIP_SHARE = 0.3  # more than this share of the due windows skipped ...
+BUSY_SHARE = 0.5  # ... while the loop spent more than this share of the time classifying
 CLEAR_SHARE = 0.1  # back under this share: keeping up again (no flapping in between)
 
 
@@ -27,6 +30,7 @@ CLEAR_SHARE = 0.1  # back under this share: keeping up again (no flapping in bet
 class LoadTotals:
     """Running totals of the inference loop and the person stage at one instant."""
 
+    at: float  # monotonic seconds
     windows: int
     skipped: int
     busy_ms: float  # stacking + inference, all windows
@@ -67,12 +71,13 @@ class LoadWatch:
         if windows <= 0:
             return False
         self.skip_share = skipped / (windows + skipped)
+        busy = (now.busy_ms - last.busy_ms) / 1000 / max(now.at - last.at, 1e-6)
         pose_frames = now.pose_frames - last.pose_frames
         pose_ms = (now.pose_busy_ms - last.pose_busy_ms) / pose_frames if pose_frames else 0.0
         window_ms = (now.busy_ms - last.busy_ms) / windows
         self.capacity = capacity(window_ms, self.interval_s, pose_ms, self.pose_rate_hz)
         was = self.overloaded
-        if not was and self.skip_share > SKIP_SHARE:
+        if not was and self.skip_share > SKIP_SHARE and busy > BUSY_SHARE:
             self.overloaded = True
             log.warning(
                 "overloaded: this machine classified only %.0f %% of the windows due (%.1f ms a "

@@ -233,9 +233,6 @@ class PersonStage:
             )  # fmt: skip
 
     def _update(self, name: str, t: float, frame_hw: tuple[int, int], people: list[Person]) -> None:
-        if self._errors.pop(name, 0) >= MAX_ERRORS:
-            self.degraded.pop(name, None)
-            log.warning("%s: person stage working again", name)
         if self.crop_rule is not None:
             track = self.tracks.setdefault(name, BoxTrack(self.crop_rule, keep_s=60.0))
             track.add(t, normalised([p.box for p in people], frame_hw))
@@ -243,6 +240,9 @@ class PersonStage:
         if rules is None:
             rules = self._rules[name] = PoseFallRules(self.settings, head=self.head)
         verdict = rules.update(t, people)
+        if self._errors.pop(name, 0) >= MAX_ERRORS:  # (counted as a success only now)
+            self.degraded.pop(name, None)
+            log.warning("%s: person stage working again", name)
         if verdict.person is not None:  # its box as 0-1 of the camera's view (what events say)
             who, (x0, y0, x1, y1) = verdict.person
             h, w = frame_hw

@@ -263,7 +263,7 @@ class Pipeline:
         pc = self.person.counters if self.person is not None else None
         self.load.update(
             LoadTotals(
-                sum(c.windows for c in self.cameras), sum(c.skipped for c in self.cameras),
+                now, sum(c.windows for c in self.cameras), sum(c.skipped for c in self.cameras),
                 self.stats.busy_ms, pc.frames if pc else 0, pc.busy_ms if pc else 0.0,
             )
         )  # fmt: skip

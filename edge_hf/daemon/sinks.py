@@ -190,6 +190,12 @@ class RecordingSink(QuietSink):
         self.statuses.append((camera, status))
 
 
+class OpenEventsLike(Protocol):
+    """What AlertThread needs of the journal of open events (`journal.OpenEvents`)."""
+
+    def record(self, event: FallEvent) -> None: ...
+
+
 ALERT_QUEUE = 256  # events waiting for the alert thread (then the inference loop waits: none lost)
 
 
@@ -200,9 +206,14 @@ class AlertThread(ForwardingSink):
     queues it. The queue is bounded; when full, `send` waits: an event is never dropped.
     `close` drains what waits within its budget, then closes the sinks."""
 
-    def __init__(self, inner: AlertSink, drain_s: float = 10.0) -> None:
+    def __init__(
+        self, inner: AlertSink, drain_s: float = 10.0, journal: OpenEventsLike | None = None
+    ) -> None:
         super().__init__(inner)
         self.drain_s = drain_s
+        # A start is journaled here, before it is queued (one small fsync on the loop, per fall):
+        # a start still waiting when the process dies is re-sent by the next start.
+        self.journal = journal
         self._queue: queue.Queue[FallEvent | None] = queue.Queue(ALERT_QUEUE)
         self._thread: threading.Thread | None = None
 
@@ -215,6 +226,8 @@ class AlertThread(ForwardingSink):
         if self._thread is None:  # not started (replay, tests): in the caller's thread
             self.inner.send(event)
             return
+        if self.journal is not None and event.type == "start":
+            self.journal.record(event)
         ev = event.evidence
         if ev is not None:
             ev = Evidence(
@@ -246,7 +259,9 @@ class AlertThread(ForwardingSink):
             self._thread.join(self.drain_s)
             if self._thread.is_alive():
                 log.error(
-                    "shutdown: %d alerts still waiting for the sinks after %.0f s: the journal "
-                    "re-sends open falls at the next start", self._queue.qsize(), self.drain_s,
+                    "shutdown: %d alerts still waiting for the sinks after %.0f s: their starts "
+                    "are journaled and go out at the next start", self._queue.qsize(),
+                    self.drain_s,
                 )  # fmt: skip
+                return  # (the sinks are still busy on the alert thread: not closed under it)
         self.inner.close()
