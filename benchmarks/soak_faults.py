@@ -337,7 +337,8 @@ def _report(
         f"# make soak-faults ({time.strftime('%Y-%m-%d %H:%M')}, {seconds / 60:.1f} min)", "",
         "| what | value |", "| --- | --- |",
         *(f"| {k} | {v if not isinstance(v, list) else len(v)} |"
-          for k, v in result.items() if k != "phases"),
+          for k, v in result.items() if k not in ("phases", "statuses_seen")),
+        f"| camera statuses seen | {', '.join(result['statuses_seen'])} |",
         "", "Phases:", "", *(f"- `{n}`" for n in notes), "",
     ]  # fmt: skip
     (out / "soak_faults.md").write_text("\n".join(md))

@@ -40,7 +40,7 @@ from edge_hf.training.data import parse_crop
 from .items import ASSIST, FOLDS, GMDCSA, Item, split_fold, views
 from .posehead import fold_head
 from .scoring import replay_scores, score_fold, summarise
-from .training import fold_dir
+from .training import ensure_fold_model
 from .variants import SHIPPED_RECIPE, VARIANTS
 from .zoom import _frames
 
@@ -441,9 +441,7 @@ def run_condition(
     negative_events: dict[str, int] = {}
     hours = 0.0
     for fold in FOLDS:
-        rundir = fold_dir(out, SHIPPED_RECIPE, seed, fold)
-        if not (rundir / "model.onnx").exists():
-            raise SystemExit(f"{rundir}/model.onnx: train the row first (make real-bench)")
+        rundir = ensure_fold_model(SHIPPED_RECIPE, v, seed, fold, items, a)  # (trained once)
         head = fold_head(items, fold, seed, out, v.pose_head, v.pose_head_mode)
         test, _ = split_fold(items, fold, out)
         test = _as(name, test, rendered)
