@@ -52,6 +52,10 @@ def main() -> None:
         "with the shipped recipe instead of rows; writes <out>/conditions.{json,md,png}",
     )  # fmt: skip
     p.add_argument("--negatives", default=str(NEGATIVES), help="clips where nobody falls")
+    p.add_argument(
+        "--person-side", type=int, default=0,
+        help="--conditions: MoveNet's input side (person.side; 0: the shipped 256), its own rows",
+    )  # fmt: skip
     p.add_argument("--final", metavar="VARIANT", help="train this row's recipe on all clips")
     p.add_argument("--runs-file", help="results JSON (default <out>/runs.json), e.g. per process")
     p.add_argument("--export", default="models/fall-real.onnx", help="where --final writes")

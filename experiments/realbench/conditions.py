@@ -453,7 +453,8 @@ def run_condition(
         log.info("conditions: %s, seed %d, fold %s: %d cameras", name, seed, fold, len(cams))
         replayed = replay_scores(
             rundir / "model.onnx", cams, rundir / "state", v.threshold, v.detection(),
-            v.person_config(head), _POSE_MEMO,
+            {**(v.person_config(head) or {}), **({"side": a.person_side} if a.person_side else {})},
+            _POSE_MEMO,
         )  # fmt: skip
         if test:
             clips += score_fold(test, replayed)
@@ -492,7 +493,9 @@ def conditions_md(runs: dict[str, Any], about: dict[str, str]) -> str:
         "(vtest.avi, intel, sports2d) | alarm delay (median s) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for name in [AS_RECORDED, *CONDITIONS]:
+    names = [AS_RECORDED, *CONDITIONS]
+    names += sorted({r["condition"] for r in runs.values()} - set(names))  # (e.g. another side)
+    for name in names:
         rs = [r for r in runs.values() if r["condition"] == name]
         if not rs:
             continue
@@ -537,11 +540,15 @@ def main(a: argparse.Namespace, items: list[Item]) -> None:
     render_all([n for n in names if n != AS_RECORDED], items + negatives, out / "conditions")
     for seed in a.seeds:  # seed-major: every condition gets a first seed before any a second
         for name in names:
-            key = f"{name} | seed {seed}"
+            side = f", person.side {a.person_side}" if a.person_side else ""
+            key = f"{name}{side} | seed {seed}"
             if key in runs:
                 continue
-            runs[key] = {"condition": name, "seed": seed,
-                         **run_condition(name, seed, items, negatives, a)}  # fmt: skip
+            result = {"condition": name + side, "seed": seed,
+                      **run_condition(name, seed, items, negatives, a)}  # fmt: skip
+            # (read again: another process may have added rows meanwhile)
+            runs = json.loads(runs_file.read_text()) if runs_file.exists() else {}
+            runs[key] = result
             runs_file.write_text(json.dumps(runs, indent=1))
             table = conditions_md(runs, about)
             (out / "conditions.md").write_text(table)
