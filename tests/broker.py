@@ -39,3 +39,32 @@ def make_tls(workdir: Path) -> tuple[Path, Path, Path]:
     run("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
         "-days", "2", "-extfile", str(ext), "-out", str(cert))  # fmt: skip
     return ca, cert, key
+
+
+def alerts_printed(port: int, messages: list[tuple[str, str]], device: str = "box") -> str:
+    """What `edge-hf alerts` (`watch_alerts`) printed for `messages` (topic, payload) published
+    QoS 1 to the broker on `port` while it watched `device`."""
+    import io
+    import threading
+    import time
+
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    from edge_hf.daemon.alerts import watch_alerts
+    from edge_hf.daemon.config import MqttConfig
+
+    out, stop = io.StringIO(), threading.Event()
+    th = threading.Thread(target=watch_alerts, args=(MqttConfig(port=port), device, out, stop))
+    th.start()
+    time.sleep(1.0)  # (the watcher subscribes; it keeps no session, so earlier messages are lost)
+    pub = mqtt.Client(CallbackAPIVersion.VERSION2)
+    pub.connect("127.0.0.1", port)
+    pub.loop_start()
+    for topic, payload in messages:
+        pub.publish(topic, payload, qos=1).wait_for_publish(5)
+    time.sleep(1.0)
+    pub.loop_stop()
+    stop.set()
+    th.join(5)
+    return out.getvalue()

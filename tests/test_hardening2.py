@@ -19,7 +19,7 @@ from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.daemon.snapshots import Retention, SnapshotSink
-from tests.broker import Broker
+from tests.broker import Broker, alerts_printed
 from tests.test_mqtt import Subscriber, _event
 
 INFO = ModelInfo("m.onnx", 3, 100.0)
@@ -430,29 +430,8 @@ def test_secrets_in_query_strings_are_masked() -> None:
 
 
 def test_a_malformed_event_is_said_so_by_edge_hf_alerts(broker: Broker) -> None:
-    import io
-
-    import paho.mqtt.client as mqtt
-    from paho.mqtt.enums import CallbackAPIVersion
-
-    from edge_hf.daemon.alerts import watch_alerts
-
-    out, stop = io.StringIO(), threading.Event()
-    th = threading.Thread(
-        target=watch_alerts, args=(MqttConfig(port=broker.port), "box", out, stop)
-    )
-    th.start()
-    time.sleep(1.0)
-    pub = mqtt.Client(CallbackAPIVersion.VERSION2)
-    pub.connect("127.0.0.1", broker.port)
-    pub.loop_start()
-    pub.publish("edge_hf/box/hall/event", '{"x": 1}', qos=1).wait_for_publish(5)
-    pub.publish("edge_hf/box/hall/event", _event(7).to_json(), qos=1).wait_for_publish(5)
-    time.sleep(1.0)
-    pub.loop_stop()
-    stop.set()
-    th.join(5)
-    text = out.getvalue()
+    text = alerts_printed(broker.port, [("edge_hf/box/hall/event", '{"x": 1}'),
+                                        ("edge_hf/box/hall/event", _event(7).to_json())])  # fmt: skip
     assert "not an edge_hf event" in text and "None" not in text
     assert _event(7).event_id in text
 

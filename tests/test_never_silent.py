@@ -3,7 +3,6 @@ files, a real Mosquitto, a socket that never answers and a real full disk (a sma
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import math
@@ -32,7 +31,7 @@ from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.sinks import QuietSink, RecordingSink
 from edge_hf.daemon.status import CameraSnapshot, SinkHealth, Snapshot
 from edge_hf.training.synth import write_demo_clips
-from tests.broker import Broker
+from tests.broker import Broker, alerts_printed
 from tests.conftest import SHIPPED_MODEL, moving_clip
 from tests.test_mqtt import SCHEMA, Subscriber, _event
 
@@ -522,26 +521,9 @@ def test_a_repeated_line_is_held_back_and_counted() -> None:
 
 
 def test_edge_hf_alerts_shows_control_characters_escaped(broker: Broker) -> None:
-    from edge_hf.daemon.alerts import watch_alerts
-
-    out, stop = io.StringIO(), threading.Event()
-    th = threading.Thread(
-        target=watch_alerts, args=(MqttConfig(port=broker.port), "box", out, stop)
-    )
-    th.start()
-    time.sleep(1.0)
-    pub = mqtt.Client(CallbackAPIVersion.VERSION2)
-    pub.connect("127.0.0.1", broker.port)
-    pub.loop_start()
     evil = replace(_event(7), camera="hall\x1b[2J\x1b]0;owned\x07")
-    for topic, payload in (("edge_hf/box/hall/event", evil.to_json()),
-                           ("edge_hf/box/hall/event", "\x1b[31mnot json"),
-                           ("edge_hf/box/hall/status", "online\x1b[8m\u202e")):  # fmt: skip
-        pub.publish(topic, payload, qos=1).wait_for_publish(5)
-    time.sleep(1.0)
-    pub.loop_stop()
-    stop.set()
-    th.join(5)
-    text = out.getvalue()
+    text = alerts_printed(broker.port, [("edge_hf/box/hall/event", evil.to_json()),
+                                        ("edge_hf/box/hall/event", "\x1b[31mnot json"),
+                                        ("edge_hf/box/hall/status", "online\x1b[8m\u202e")])  # fmt: skip
     assert not any(ch in text for ch in "\x1b\x07\u202e"), repr(text)
     assert text.count("\\x1b") >= 4 and "\\u202e" in text and evil.event_id in text

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from edge_hf.core.errors import UserError
+
 from . import conditions
 from .conditions import NEGATIVES
 from .items import ASSIST, FOLDS, GMDCSA, REVERSE, VTEST, load_items
@@ -78,7 +80,10 @@ def main() -> None:
         print(table(runs, rows), flush=True)
 
     if a.conditions is not None:
-        conditions.main(a, items)
+        try:
+            conditions.main(a, items)
+        except UserError as exc:  # e.g. --person-side that a fold's pose head was not fitted at
+            raise SystemExit(f"real_benchmark --conditions: {exc}") from None
         return
     if a.final:
         print(f"wrote {train_final(a.final, items, a, Path(a.export))}")
