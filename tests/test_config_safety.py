@@ -143,6 +143,9 @@ def _other_pose_model(tmp_path: Path) -> Path:
     return out
 
 
+SHIPPED_LOOK = json.loads(SHIPPED_HEAD.read_text())["contract"].get("look") is not None
+
+
 def test_check_holds_the_config_to_the_heads_contract(tmp_path: Path) -> None:
     ok = _cli("check", "--config", str(_head_config(tmp_path, SHIPPED_HEAD)))
     assert ok.returncode == 0 and "WARNING" not in ok.stderr, ok.stderr
@@ -150,6 +153,11 @@ def test_check_holds_the_config_to_the_heads_contract(tmp_path: Path) -> None:
         ("  rate_hz: 10\n", "was fitted at 5 Hz but person.rate_hz = 10: set person.rate_hz: 5"),
         ("  side: 320\n", "was fitted at side 256 but person.side = 320: set person.side: 256"),
         ("  confirm_s: 2\n", "confirm_s = 1.0 but this config's is 2.0: set person.confirm_s: 1"),
+        (
+            f"  second_look: {str(not SHIPPED_LOOK).lower()}\n",
+            f"but person.second_look = {str(not SHIPPED_LOOK).lower()}: set person.second_look: "
+            f"{str(SHIPPED_LOOK).lower()}",
+        ),
     ):
         _one_line(
             _cli("check", "--config", str(_head_config(tmp_path, SHIPPED_HEAD, person))), needle

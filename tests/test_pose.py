@@ -185,16 +185,38 @@ def test_a_camera_looking_along_the_body_sees_the_hips_come_down() -> None:
 def test_a_person_up_again_can_fall_again_and_people_are_tracked_apart() -> None:
     rules = PoseFallRules(PoseRuleSettings(confirm_s=0.4))
     other = _person(3, (400, 100, 460, 300), 200)  # someone else standing all along
+    kneel = (90.0, 180.0, 200.0, 300.0)  # getting up takes a tick on the knees
     script = [(0.0, 3, STAND, 200), (0.2, 3, STAND, 200), (0.4, 85, FLOOR, 280),
-              (0.6, 85, FLOOR, 280), (0.8, 85, FLOOR, 280), (1.0, 3, STAND, 200),
-              (1.2, 85, FLOOR, 280), (1.4, 85, FLOOR, 280), (1.6, 85, FLOOR, 280)]  # fmt: skip
+              (0.6, 85, FLOOR, 280), (0.8, 85, FLOOR, 280), (1.0, 30, kneel, 270),
+              (1.2, 3, STAND, 200), (1.4, 85, FLOOR, 280), (1.6, 85, FLOOR, 280),
+              (1.8, 85, FLOOR, 280)]  # fmt: skip
     falls = [
         t
         for t, deg, box, hip in script
         if rules.update(t, [_person(deg, box, hip), other]).new_fall
     ]
-    assert falls == [pytest.approx(0.8), pytest.approx(1.6)]
+    assert falls == [pytest.approx(0.8), pytest.approx(1.8)]
     assert len(rules.tracks) == 2
+
+
+def test_someone_walking_up_to_a_fallen_person_does_not_take_their_place() -> None:
+    rules = PoseFallRules(PoseRuleSettings(confirm_s=0.4))
+    for t in (0.0, 0.2):
+        rules.update(t, [_person(3, STAND, 200)])
+    for t in (0.4, 0.6, 0.8):
+        fallen = rules.update(t, [_person(85, FLOOR, 280)])
+    assert fallen.fall and fallen.new_fall
+    (lying,) = [tr.id for tr in rules.tracks if tr.fallen]
+    # A carer steps in beside them (the lying person hidden behind the carer for a tick), feet
+    # close to theirs, then both are seen; nobody got up.
+    carer = (150.0, 90.0, 210.0, 300.0)
+    verdicts = [rules.update(1.0, [_person(2, carer, 195)])]
+    for t in (1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 2.4, 2.6, 2.8, 3.0, 3.2):
+        verdicts.append(rules.update(t, [_person(2, carer, 195), _person(85, FLOOR, 280)]))
+    assert all(v.fall for v in verdicts)
+    assert not any(v.got_up for v in verdicts) and not any(v.new_fall for v in verdicts)
+    assert [tr.id for tr in rules.tracks if tr.fallen] == [lying]
+    assert verdicts[-1].person is not None and verdicts[-1].person[0] == lying
 
 
 # ------------------------------------------------------------------ in the daemon

@@ -57,10 +57,11 @@ def test_the_head_confirms_a_fall_after_confirm_s_and_ends_it_when_up() -> None:
     rules = PoseFallRules(PoseRuleSettings(confirm_s=1.0), head=_torso_head())
     frames = [(t / 5, _person(3, STAND, 200)) for t in range(10)]
     frames += [(2.0 + t / 5, _person(85, FLOOR, 280)) for t in range(1, 10)]
+    frames += [(3.9, _person(30, (90.0, 180.0, 200.0, 300.0), 270))]  # on the knees
     frames += [(4.0, _person(3, STAND, 200))]
     verdicts = [(t, rules.update(t, [p])) for t, p in frames]
     assert [t for t, v in verdicts if v.new_fall] == [pytest.approx(3.2)]
-    assert all("head" in v.reasons for t, v in verdicts if 2.1 < t < 3.9)
+    assert all("head" in v.reasons for t, v in verdicts if 2.1 < t < 3.85)
     assert not verdicts[-1][1].fall  # standing again
 
 

@@ -190,23 +190,49 @@ class PoseFallRules:
         self._ids = 0
 
     def _match(self, people: list[Person], t: float) -> list[tuple[_Track, Person]]:
+        """Each person's track, in the order of `people`: the pairs that overlap most first
+        (a person found near someone lying keeps their own track), then by the feet for the
+        rest; a new track for whoever is left. A fallen person's track never goes by the feet to
+        someone standing at full height (nobody gets up from the floor between two ticks: that is
+        someone walking past)."""
         self.tracks = [tr for tr in self.tracks if t - tr.seen_t <= self.s.forget_s]
-        pairs, free = [], list(self.tracks)
-        for p in people:
-            best = max(free, key=lambda tr: iou(tr.box, p.box), default=None)
-            if best is None or iou(best.box, p.box) < self.s.min_iou:
-                best = min(free, key=lambda tr: _feet_distance(tr.box, p.box), default=None)
-                if best is not None and _feet_distance(best.box, p.box) > self.s.max_feet_move:
-                    best = None
-            if best is None:
-                self._ids += 1
-                best = _Track(p.box, t, self._ids)
-                self.tracks.append(best)
-            else:
+        free = list(self.tracks)
+        chosen: dict[int, _Track] = {}
+        by_overlap = sorted(
+            ((iou(tr.box, p.box), i, k) for i, p in enumerate(people) for k, tr in enumerate(free)),
+            key=lambda x: -x[0],
+        )
+        for overlap, i, k in by_overlap:
+            if overlap < self.s.min_iou:
+                break
+            if i not in chosen and free[k] not in chosen.values():
+                chosen[i] = free[k]
+        free = [tr for tr in free if tr not in chosen.values()]
+        for i, p in enumerate(people):
+            if i in chosen:
+                continue
+            near = [tr for tr in free if not (tr.fallen and self._standing_tall(tr, p))]
+            best = min(near, key=lambda tr: _feet_distance(tr.box, p.box), default=None)
+            if best is not None and _feet_distance(best.box, p.box) <= self.s.max_feet_move:
+                chosen[i] = best
                 free.remove(best)
-            best.box, best.seen_t = p.box, t
-            pairs.append((best, p))
+        pairs = []
+        for i, p in enumerate(people):
+            tr = chosen.get(i)
+            if tr is None:
+                self._ids += 1
+                tr = _Track(p.box, t, self._ids)
+                self.tracks.append(tr)
+            tr.box, tr.seen_t = p.box, t
+            pairs.append((tr, p))
         return pairs
+
+    def _standing_tall(self, tr: _Track, p: Person) -> bool:
+        """Whether `p` stands upright at (nearly) the height `tr` had before its fall."""
+        before = tr.stand_height or tr.upright_height
+        return is_upright(features(p), p, self.s) and (
+            before is None or p.height >= UP_HEIGHT * before
+        )
 
     def update(self, t: float, people: list[Person]) -> PoseVerdict:
         s, verdict = self.s, PoseVerdict(False, False, t=t)

@@ -64,11 +64,20 @@ class HeadContract:
     rate_hz: float
     side: int
     rules: dict[str, float]
+    # the second look's settings (`edge_hf.core.pose.LookSettings`) the poses came through; None:
+    # the pose model alone (every head fitted before the second look)
+    look: dict[str, float] | None = None
 
     @classmethod
-    def of(cls, pose_model: Path, rate_hz: float, side: int, rules: Any) -> HeadContract:
-        """The contract of a head fitted on `pose_model`'s poses (`rules`: a PoseRuleSettings)."""
-        return cls(pose_model.name, file_sha256(pose_model), rate_hz, side, asdict(rules))
+    def of(
+        cls, pose_model: Path, rate_hz: float, side: int, rules: Any, look: Any = None
+    ) -> HeadContract:
+        """The contract of a head fitted on `pose_model`'s poses (`rules`: a PoseRuleSettings;
+        `look`: the LookSettings of a second look, or None)."""
+        return cls(
+            pose_model.name, file_sha256(pose_model), rate_hz, side, asdict(rules),
+            None if look is None else asdict(look),
+        )  # fmt: skip
 
 
 def file_sha256(path: Path) -> str:
@@ -200,10 +209,13 @@ def _contract(value: Any, where: str) -> HeadContract | None:
         and isinstance(c.pose_model, str) and isinstance(c.pose_model_sha256, str)
         and isinstance(c.side, int) and not isinstance(c.side, bool) and _finite_number(c.rate_hz)
         and isinstance(c.rules, dict) and all(_finite_number(v) for v in c.rules.values())
+        and (c.look is None or (isinstance(c.look, dict)
+             and all(_finite_number(v) for v in c.look.values())))
     ):  # fmt: skip
         raise UserError(
             f"{where}: contract = {json.dumps(value)[:80]}: expected pose_model, "
-            "pose_model_sha256, rate_hz, side and rules (numbers): fit it again"
+            "pose_model_sha256, rate_hz, side and rules (numbers), look (numbers or null): fit "
+            "it again"
         )
     return c
 

@@ -315,6 +315,9 @@ class PersonConfig(_Section):
     classifier, only while the pose rules see someone down), `cnn` (the classifier alone; the
     pose stage only logs). `head`: a learned pose head file (`edge_hf.core.posehead`, made by
     experiments/pose_head.py) decides "down after a fall" instead of the rules' thresholds.
+    `second_look`: where a small (far) person was seen in the last seconds, the pose model looks
+    again at a square around them cut from the camera's frame (`edge_hf.core.pose.SecondLook`),
+    so a person lying far away is still found; it costs a pose-model run per such person.
     """
 
     model: Path | None = None
@@ -324,6 +327,7 @@ class PersonConfig(_Section):
     decision: Literal["combined", "pose", "either", "both", "cnn"] = "combined"
     confirm_s: float = Field(1.0, ge=0, le=60)  # pose rules: down this long after the descent
     max_descent_s: float = Field(2.0, gt=0, le=10)  # pose rules: upright -> down within this
+    second_look: bool = False
 
 
 class MetricsConfig(_Section):

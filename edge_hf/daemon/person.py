@@ -15,6 +15,7 @@ a file gives the same events every run.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -25,7 +26,14 @@ import numpy as np
 
 from edge_hf.core.errors import UserError
 from edge_hf.core.personcrop import BoxTrack, PersonCropRule, normalised
-from edge_hf.core.pose import Person, PoseEstimator, pose_frame
+from edge_hf.core.pose import (
+    LookSettings,
+    Person,
+    PoseEstimator,
+    SecondLook,
+    pose_frame,
+    view_frame,
+)
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, PoseVerdict
 from edge_hf.core.posehead import PoseHead, file_sha256
 from edge_hf.core.runtime import Providers
@@ -74,6 +82,14 @@ def load_head(cfg: PersonConfig) -> PoseHead | None:
             f"{where} at side {c.side} but person.side = {cfg.side}: set person.side: {c.side} "
             "or leave person.head unset"
         )
+    ours_look = asdict(LookSettings()) if cfg.second_look else None
+    if c.look != ours_look:
+        raise UserError(
+            f"{where} on poses {'without' if c.look is None else 'through'} the second look "
+            f"{'' if c.look is None else json.dumps(c.look) + ' '}but person.second_look = "
+            f"{str(cfg.second_look).lower()}: set person.second_look: "
+            f"{str(c.look is not None).lower()} or leave person.head unset"
+        )
     ours = asdict(rule_settings(cfg))
     for name in sorted(set(ours) | set(c.rules)):
         fitted, here = c.rules.get(name), ours.get(name)
@@ -95,11 +111,18 @@ class PoseSlot:
     """The newest frame for the pose model of one camera: written by its capture thread every
     `interval_s`, taken by the inference loop (a lock: one small frame a few times a second)."""
 
-    def __init__(self, interval_s: float, side: int, wake: threading.Event | None = None) -> None:
-        self.interval_s, self.side = interval_s, side
+    def __init__(
+        self,
+        interval_s: float,
+        side: int,
+        wake: threading.Event | None = None,
+        look: bool = False,
+    ) -> None:
+        self.interval_s, self.side, self.look = interval_s, side, look
         self.wake = wake  # set when a frame is kept (the person stage's thread waits on it)
         self._lock = threading.Lock()
-        self._frame: tuple[float, np.ndarray] | None = None
+        # (sample time, pose frame, the camera view a second look cuts from, or None)
+        self._frame: tuple[float, np.ndarray, np.ndarray | None] | None = None
         self._next_t = float("-inf")
 
     def due(self, t: float) -> bool:
@@ -114,13 +137,15 @@ class PoseSlot:
             return
         self._next_t = t + self.interval_s
         rgb = pose_frame(frame_bgr, crop, self.side)
+        view = view_frame(frame_bgr, crop, self.side) if self.look else None
         with self._lock:
-            self._frame = (t, rgb)
+            self._frame = (t, rgb, view)
         if self.wake is not None:
             self.wake.set()
 
-    def take(self) -> tuple[float, np.ndarray] | None:
-        """The newest frame not yet taken (its sample time, RGB), or None."""
+    def take(self) -> tuple[float, np.ndarray, np.ndarray | None] | None:
+        """The newest frame not yet taken (its sample time, RGB, and with `look` the camera view
+        at LOOK_ZOOM times the side), or None."""
         with self._lock:
             got, self._frame = self._frame, None
         return got
@@ -167,6 +192,7 @@ class PersonStage:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._errors: dict[str, int] = {}  # consecutive failures per camera
+        self._looks: dict[str, SecondLook] = {}  # per camera, with person.second_look
         self.degraded: dict[str, str] = {}  # camera -> why its pose stage is failing
 
     @property
@@ -175,7 +201,7 @@ class PersonStage:
 
     def slot(self) -> PoseSlot:
         """A new camera's slot."""
-        return PoseSlot(self.interval_s, self.cfg.side, self._wake)
+        return PoseSlot(self.interval_s, self.cfg.side, self._wake, self.cfg.second_look)
 
     @property
     def threaded(self) -> bool:
@@ -208,10 +234,16 @@ class PersonStage:
         """Run the pose model on every camera's new frame and queue that camera's verdict; a
         camera whose frame fails is counted against that camera alone."""
         taken = [(name, got) for name, slot in slots.items() if (got := slot.take()) is not None]
-        for name, (t, frame) in taken:
+        for name, (t, frame, view) in taken:
             t0 = time.perf_counter()
             try:
-                people = self.estimator.people_batch([frame])[0]
+                if view is None:
+                    people = self.estimator.people_batch([frame])[0]
+                else:
+                    look = self._looks.get(name)
+                    if look is None:
+                        look = self._looks[name] = SecondLook(self.estimator)
+                    people = look.people(t, frame, view)
                 with self._lock:
                     self.counters.busy_ms += (time.perf_counter() - t0) * 1000
                     self._update(name, t, frame.shape[:2], people)

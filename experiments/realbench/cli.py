@@ -58,6 +58,11 @@ def main() -> None:
         "--person-side", type=int, default=0,
         help="--conditions: MoveNet's input side (person.side; 0: the shipped 256), its own rows",
     )  # fmt: skip
+    p.add_argument(
+        "--second-look", action="store_true",
+        help="--conditions: with the person stage's second look (person.second_look; its own "
+        "rows; fold heads fitted on its poses)",
+    )  # fmt: skip
     p.add_argument("--final", metavar="VARIANT", help="train this row's recipe on all clips")
     p.add_argument("--runs-file", help="results JSON (default <out>/runs.json), e.g. per process")
     p.add_argument("--export", default="models/fall-real.onnx", help="where --final writes")

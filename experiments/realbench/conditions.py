@@ -34,7 +34,7 @@ import cv2
 import numpy as np
 
 from edge_hf.core.hyperframe import nearest_index
-from edge_hf.core.pose import POSE_MODEL, Person, PoseEstimator
+from edge_hf.core.pose import POSE_MODEL, LookSettings, Person, PoseEstimator
 from edge_hf.training.data import parse_crop
 
 from .items import ASSIST, FOLDS, GMDCSA, Item, split_fold, views
@@ -442,7 +442,8 @@ def run_condition(
     hours = 0.0
     for fold in FOLDS:
         rundir = ensure_fold_model(SHIPPED_RECIPE, v, seed, fold, items, a)  # (trained once)
-        head = fold_head(items, fold, seed, out, v.pose_head, v.pose_head_mode)
+        look = LookSettings() if a.second_look else None
+        head = fold_head(items, fold, seed, out, v.pose_head, v.pose_head_mode, look=look)
         test, _ = split_fold(items, fold, out)
         test = _as(name, test, rendered)
         cams = [(cam, it.path, it.crop) for it, _, cam in views(test)]
@@ -453,7 +454,8 @@ def run_condition(
         log.info("conditions: %s, seed %d, fold %s: %d cameras", name, seed, fold, len(cams))
         replayed = replay_scores(
             rundir / "model.onnx", cams, rundir / "state", v.threshold, v.detection(),
-            {**(v.person_config(head) or {}), **({"side": a.person_side} if a.person_side else {})},
+            {**(v.person_config(head) or {}), **({"side": a.person_side} if a.person_side else {}),
+             **({"second_look": True} if a.second_look else {})},
             _POSE_MEMO,
         )  # fmt: skip
         if test:
@@ -541,6 +543,7 @@ def main(a: argparse.Namespace, items: list[Item]) -> None:
     for seed in a.seeds:  # seed-major: every condition gets a first seed before any a second
         for name in names:
             side = f", person.side {a.person_side}" if a.person_side else ""
+            side += ", second look" if a.second_look else ""
             key = f"{name}{side} | seed {seed}"
             if key in runs:
                 continue

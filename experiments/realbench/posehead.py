@@ -16,7 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_hf.core.pose import INPUT_SIDE, POSE_MODEL, Person, PoseEstimator, clip_people
+from edge_hf.core.pose import (
+    INPUT_SIDE,
+    POSE_MODEL,
+    LookSettings,
+    Person,
+    PoseEstimator,
+    clip_people,
+)
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings
 from edge_hf.core.posehead import HeadContract, fit
 from edge_hf.training.data import parse_crop
@@ -34,9 +41,10 @@ def view_keys(items: list[Item]) -> list[tuple[tuple[str, int], Item]]:
     return [((it.clip_id, view), it) for it, view, _ in views(items)]
 
 
-def poses_of(path: Path, crop: str, cache_dir: Path) -> Poses:
-    """MoveNet's people at RATE_HZ over one clip view (cached in `cache_dir`)."""
-    return clip_people(path, parse_crop(crop), _estimator(), RATE_HZ, cache_dir)
+def poses_of(path: Path, crop: str, cache_dir: Path, look: LookSettings | None = None) -> Poses:
+    """MoveNet's people at RATE_HZ over one clip view (through a second look with `look`),
+    cached in `cache_dir`."""
+    return clip_people(path, parse_crop(crop), _estimator(), RATE_HZ, cache_dir, look)
 
 
 @cache
@@ -72,13 +80,15 @@ def labelled(it: Item, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows[keep, 1:], (t[keep] >= down).astype(np.float64)
 
 
-def training_rows(train: list[Item], cache_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+def training_rows(
+    train: list[Item], cache_dir: Path, look: LookSettings | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Labelled rows of the `train` clip views and of vtest.avi's first 40 s."""
-    v = feature_rows(poses_of(VTEST.resolve(), "", cache_dir))
+    v = feature_rows(poses_of(VTEST.resolve(), "", cache_dir, look))
     first = v[v[:, 0] < VTEST_CALIBRATION_S, 1:]
     xs, ys = [first], [np.zeros(len(first))]
     for it in train:
-        x, y = labelled(it, feature_rows(poses_of(it.path, it.crop, cache_dir)))
+        x, y = labelled(it, feature_rows(poses_of(it.path, it.crop, cache_dir, look)))
         xs.append(x)
         ys.append(y)
     return np.concatenate(xs), np.concatenate(ys)
@@ -105,17 +115,19 @@ def fold_head(
     threshold: float,
     mode: str = "decide",
     path: Path | None = None,
+    look: LookSettings | None = None,
 ) -> Path:
-    """The head file of `fold` and `seed` in `mode` at `threshold`, at `path` or under
-    `<out>/work/pose_head` (fitted once; the weights do not depend on mode or threshold)."""
-    tag = "" if mode == "decide" else f"_{mode}"
+    """The head file of `fold` and `seed` in `mode` at `threshold` (on poses through a second
+    look with `look`), at `path` or under `<out>/work/pose_head` (fitted once; the weights do not
+    depend on mode or threshold)."""
+    tag = ("" if mode == "decide" else f"_{mode}") + ("" if look is None else "_look")
     path = path or out / "work" / "pose_head" / f"s{seed}_{fold}_t{threshold:g}{tag}.json"
     if not path.exists():
-        x, y = training_rows(fold_training(items, fold), out / "cache")
+        x, y = training_rows(fold_training(items, fold), out / "cache", look)
         head = fit(x, y, seed)
         head.threshold, head.mode = threshold, mode
         # What its rows came from (poses_of, feature_rows): the daemon holds its config to it.
-        head.contract = HeadContract.of(POSE_MODEL, RATE_HZ, INPUT_SIDE, PoseRuleSettings())
+        head.contract = HeadContract.of(POSE_MODEL, RATE_HZ, INPUT_SIDE, PoseRuleSettings(), look)
         head.trained_on = (
             "GMDCSA24 (all 4 subjects), ASSIST-IoT (both views), vtest.avi 0-40 s; "
             f"{len(y)} tracked-person rows, {int(y.sum())} fallen; seed {seed}"

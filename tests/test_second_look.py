@@ -1,0 +1,140 @@
+"""#40 item 2: the person stage's second look finds a person small in the frame (far away, lying
+there) whom the pose model on the whole frame misses; near people cost nothing extra."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from edge_hf.core.pose import (
+    LOOK_ZOOM,
+    POSE_MODEL,
+    LookSettings,
+    PoseEstimator,
+    SecondLook,
+    clip_people,
+    features,
+    motion_boxes,
+    pose_frame,
+    view_frame,
+)
+from edge_hf.daemon.person import PoseSlot
+from tests.conftest import SHARED_DATA
+
+CLIP = SHARED_DATA / "gmdcsa24" / "S3_Fall_01.mp4"  # side view: crawls, lies on the floor by ~2 s
+needs_clip = pytest.mark.skipif(not CLIP.is_file(), reason=f"{CLIP} absent")
+
+
+@pytest.fixture(scope="module")
+def estimator() -> PoseEstimator:
+    return PoseEstimator(POSE_MODEL)
+
+
+def _far(frame: np.ndarray, shrink: float = 0.3) -> np.ndarray:
+    """The frame shrunk into a 640x360 grey canvas: the room (and the person) far away."""
+    canvas = np.full((360, 640, 3), 120, np.uint8)
+    small = cv2.resize(frame, None, fx=shrink * 640 / frame.shape[1], fy=shrink * 640 / frame.shape[1],
+                       interpolation=cv2.INTER_AREA)  # fmt: skip
+    h, w = small.shape[:2]
+    canvas[130 : 130 + h, 130 : 130 + w] = small
+    return canvas
+
+
+def _ticks(clip: Path, rate_hz: float = 5.0) -> list[tuple[float, np.ndarray]]:
+    cap = cv2.VideoCapture(str(clip))
+    fps = cap.get(cv2.CAP_PROP_FPS)
+    out, i = [], 0
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        if i % round(fps / rate_hz) == 0:
+            out.append((i / fps, frame))
+        i += 1
+    cap.release()
+    return out
+
+
+@needs_clip
+def test_a_person_lying_far_away_is_found_by_the_second_look_not_by_the_whole_frame(
+    estimator: PoseEstimator,
+) -> None:
+    look = SecondLook(estimator)
+    alone = found = lying = 0
+    ticks = _ticks(CLIP)
+    for t, frame in ticks:
+        far = _far(frame)
+        small, view = pose_frame(far, None, 256), view_frame(far, None, 256)
+        whole = estimator.people(small)
+        people = look.people(t, small, view)
+        if t >= 2.0:  # on the floor
+            alone += bool(whole)
+            found += bool(people)
+            lying += bool(people) and features(people[0]).aspect >= 1.3
+    n = sum(t >= 2.0 for t, _ in ticks)
+    assert n >= 8
+    assert alone <= 0.3 * n, (alone, n)  # the whole frame at 256 px: hardly ever
+    assert found >= 0.8 * n, (found, n)  # a closer look: nearly always
+    assert lying >= 0.6 * n, (lying, n)  # and read as lying (box wider than tall)
+    assert look.crops <= 2 * len(ticks)  # at most max_crops squares a frame
+
+
+@needs_clip
+def test_a_near_person_is_not_looked_at_again(estimator: PoseEstimator) -> None:
+    look = SecondLook(estimator)
+    for t, frame in _ticks(CLIP)[:10]:
+        look.people(t, pose_frame(frame, None, 256), view_frame(frame, None, 256))
+    assert look.crops <= 1  # the person fills the frame: a square around them gains nothing
+
+
+def test_what_moved_is_boxed_and_noise_is_not() -> None:
+    rng = np.random.default_rng(0)
+    before = rng.integers(100, 110, (144, 256), dtype=np.uint8)
+    now = before.copy()
+    now[40:70, 100:112] = 200  # something the size of a far person moved in
+    boxes = motion_boxes(before, now, 25, 12)
+    assert len(boxes) == 1
+    x0, y0, x1, y1 = boxes[0]
+    assert x0 <= 100 and y0 <= 40 and x1 >= 112 and y1 >= 70 and x1 - x0 < 30
+    assert motion_boxes(before, before, 25, 12) == []
+
+
+def test_squares_never_enlarge_more_than_max_upscale_and_stay_in_the_view(
+    estimator: PoseEstimator,
+) -> None:
+    look = SecondLook(estimator, LookSettings())
+    k = LOOK_ZOOM
+    tiny = look.square((10.0, 10.0, 14.0, 20.0), k, (360, 640))
+    assert tiny is not None
+    x, y, side = tiny
+    assert side == round(256 / LookSettings().max_upscale)
+    assert x >= 0 and y >= 0 and y + side <= 360 and x + side <= 640
+    assert look.square((0.0, 0.0, 120.0, 140.0), k, (360, 640)) is None  # a near person
+
+
+def test_the_pose_slot_keeps_the_view_for_the_second_look() -> None:
+    slot = PoseSlot(0.2, 256, look=True)
+    slot.offer(0.0, np.zeros((1080, 1920, 3), np.uint8), None)
+    got = slot.take()
+    assert got is not None
+    _, small, view = got
+    assert small.shape == (144, 256, 3) and view is not None and view.shape == (360, 640, 3)
+    plain = PoseSlot(0.2, 256)
+    plain.offer(0.0, np.zeros((1080, 1920, 3), np.uint8), None)
+    got = plain.take()
+    assert got is not None and got[2] is None  # no second look: nothing more kept
+
+
+@needs_clip
+def test_clip_people_through_the_second_look_is_cached_apart(
+    estimator: PoseEstimator, tmp_path: Path
+) -> None:
+    plain = clip_people(CLIP, None, estimator, 2.0, tmp_path)
+    looked = clip_people(CLIP, None, estimator, 2.0, tmp_path, LookSettings())
+    again = clip_people(CLIP, None, estimator, 2.0, tmp_path, LookSettings())
+    assert len(list(tmp_path.glob("people-*.json"))) == 2
+    assert [t for t, _, _ in looked] == [t for t, _, _ in plain]
+    assert [len(p) for _, _, p in again] == [len(p) for _, _, p in looked]
