@@ -157,6 +157,7 @@ class PersonCounters:
 
     frames: int = 0
     found: int = 0  # frames with at least one person
+    looks: int = 0  # second-look runs of the pose model (person.second_look)
     busy_ms: float = 0.0
     falls: dict[str, int] = field(default_factory=dict)
 
@@ -243,7 +244,10 @@ class PersonStage:
                     look = self._looks.get(name)
                     if look is None:
                         look = self._looks[name] = SecondLook(self.estimator)
+                    crops = look.crops
                     people = look.people(t, frame, view)
+                    with self._lock:
+                        self.counters.looks += look.crops - crops
                 with self._lock:
                     self.counters.busy_ms += (time.perf_counter() - t0) * 1000
                     self._update(name, t, frame.shape[:2], people)
