@@ -181,11 +181,12 @@ pose-bench: $(STAMP)
 
 # Benchmarks (never part of `make test`): ours vs the naive way vs the physical floor (window prep,
 # inference, capture per frame), int8 vs fp32, capacity, capture -> MQTT latency and RSS over a
-# 10-minute daemon run. Writes benchmarks/results/bench.{json,md} and pastes the tables into README.md.
+# 10-minute daemon run. Writes benchmarks/results/bench.{json,md} and pastes the tables into
+# benchmarks/README.md (between its bench markers).
 BENCH_VIDEO ?= ../shared/data/capture/vtest.avi
 bench: $(STAMP) mosquitto
 	$(VENV)/bin/edge-hf --log-level warning bench --out benchmarks/results --seconds 6 --soak-s 600 \
-		--readme README.md $(if $(wildcard $(BENCH_VIDEO)),--video $(BENCH_VIDEO))
+		--readme benchmarks/README.md $(if $(wildcard $(BENCH_VIDEO)),--video $(BENCH_VIDEO))
 
 # Opt-in (not in `make test`): the daemon's CPU runtime on Debian arm64 under qemu-user-static
 # (debootstrap root in build/arm64-root, PyPI's aarch64 wheels), `check` and `replay` of the demo
