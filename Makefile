@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench conditions-bench real-model real-card pose-model pose-head pose-bench arm64-check gpu-check soak-faults bench-outage ha-check clean
 
 help:
-	@echo "make demo   set up and run the daemon on the bundled demo clips"
+	@echo "make demo   set up and run the daemon on the bundled demo clips (synthetic, then real)"
 	@echo "make test   set up, lint, and run the test suite"
 	@echo "make lint   ruff (lint + format check) and mypy"
 	@echo "make bench  window prep, inference, capture, int8, cameras per machine, alert latency, RSS (~20 min)"
@@ -59,12 +59,26 @@ format: $(STAMP)
 test: $(STAMP) mosquitto lint
 	$(VENV)/bin/pytest
 
-# Two generated scenes (a fall, and a slow lie-down ending in the same pose) played as two
-# real-time cameras through the daemon with the shipped model; events print as they happen.
+# Part 1: two generated scenes (a fall, and a slow lie-down ending in the same pose) played as two
+# real-time cameras through the daemon with the synthetic demo model; events print as they happen.
+# Part 2: the shipped real pipeline (real model, person stage, pose head, combined: the example
+# configs' recipe) replayed over the two real clips in demo/real/ (a GMDCSA24 fall, an ASSIST-IoT
+# look-alike; credits in demo/real/README.md), each clip's last frame held 3 s (tests/test_demo.py
+# replays the same clips with the same config). demo_real: one clip's events, then how many started.
+define demo_real
+	$(VENV)/bin/edge-hf replay --config deploy/demo-real.yaml --state-dir demo/state-replay \
+		--hold-end-s 3 --video demo/real/$(1) > demo/$(basename $(1)).jsonl
+	@cat demo/$(basename $(1)).jsonl; echo "== $(1): $$(grep -c '"type": "start"' demo/$(basename $(1)).jsonl || true) fall event(s)"
+endef
 demo: $(STAMP)
 	$(VENV)/bin/edge-hf synth --demo --out demo
 	$(VENV)/bin/edge-hf check --config deploy/demo.yaml
 	$(VENV)/bin/edge-hf run --config deploy/demo.yaml --statuses
+	$(VENV)/bin/edge-hf check --config deploy/demo-real.yaml
+	@echo "== a real fall (GMDCSA24 S3_Fall_20); expected: a start naming the person's box, then its end"
+	$(call demo_real,gmdcsa24_S3_Fall_20.mp4)
+	@echo "== a real look-alike (ASSIST-IoT, crawling on the floor); expected: no event"
+	$(call demo_real,assist_iot_17_crawling_main.mp4)
 
 # The shipped synthetic demo model: data, diagnose (trains T=3, T=1 and the time-shuffled control
 # on the same budget), export, held-out evaluation at another fps, model card. About 40 minutes on
@@ -167,11 +181,12 @@ pose-bench: $(STAMP)
 
 # Benchmarks (never part of `make test`): ours vs the naive way vs the physical floor (window prep,
 # inference, capture per frame), int8 vs fp32, capacity, capture -> MQTT latency and RSS over a
-# 10-minute daemon run. Writes benchmarks/results/bench.{json,md} and pastes the tables into README.md.
+# 10-minute daemon run. Writes benchmarks/results/bench.{json,md} and pastes the tables into
+# benchmarks/README.md (between its bench markers).
 BENCH_VIDEO ?= ../shared/data/capture/vtest.avi
 bench: $(STAMP) mosquitto
 	$(VENV)/bin/edge-hf --log-level warning bench --out benchmarks/results --seconds 6 --soak-s 600 \
-		--readme README.md $(if $(wildcard $(BENCH_VIDEO)),--video $(BENCH_VIDEO))
+		--readme benchmarks/README.md $(if $(wildcard $(BENCH_VIDEO)),--video $(BENCH_VIDEO))
 
 # Opt-in (not in `make test`): the daemon's CPU runtime on Debian arm64 under qemu-user-static
 # (debootstrap root in build/arm64-root, PyPI's aarch64 wheels), `check` and `replay` of the demo

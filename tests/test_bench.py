@@ -190,6 +190,24 @@ def test_bench_tables_are_pasted_between_the_readme_markers(tmp_path: Path) -> N
         paste_into_readme(tmp_path / "plain.md", "# t\n\nx\n")
 
 
+def test_make_bench_pastes_into_the_benchmark_readme_which_has_the_markers(
+    tmp_path: Path,
+) -> None:
+    """`make bench` runs 20 minutes before it pastes: the file it names must take the tables
+    (pasted here into a copy), and what is around the markers must stay."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    (target,) = re.findall(r"--readme (\S+)", (root / "Makefile").read_text())
+    assert target == "benchmarks/README.md"
+    copy = tmp_path / "README.md"
+    copy.write_text((root / target).read_text())
+    paste_into_readme(copy, "# edge_hf benchmarks\n\nmachine\n\n## Capture\n\n| a |\n")
+    text = copy.read_text()
+    assert "machine\n\n### Capture\n\n| a |\n<!-- bench:end -->" in text
+    assert "## Real footage" in text and "The pipeline people deploy" in text
+
+
 def test_a_capacity_run_with_the_person_stage_counts_pose_frames(
     fall_clip: Path, tmp_path: Path
 ) -> None:

@@ -81,7 +81,7 @@ def one_vs_three(work: Path, repeats: int = 7, size: int = 160) -> dict[str, Any
 
 
 def markdown(r: dict[str, Any]) -> list[str]:
-    """The section's tables for bench.md (and the README)."""
+    """The section's tables for bench.md (and benchmarks/README.md)."""
     lines = [
         "## One network vs the three-network ensemble; static vs run-time padding",
         "",

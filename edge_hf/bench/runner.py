@@ -303,7 +303,8 @@ START, END = "<!-- bench:start", "<!-- bench:end -->"
 
 
 def _readme_text(readme: Path) -> str:
-    """The README's text, refused in one line if it is missing or has no bench markers."""
+    """The text of the file the tables go into (`--readme`: benchmarks/README.md in `make bench`),
+    refused in one line if it is missing or has no bench markers."""
     if not readme.is_file():
         raise UserError(f"--readme {readme}: no such file")
     text = readme.read_text()
@@ -313,7 +314,7 @@ def _readme_text(readme: Path) -> str:
 
 
 def paste_into_readme(readme: Path, md: str) -> None:
-    """Replace what is between the README's bench markers with `md` (its title dropped and its
+    """Replace what is between the file's bench markers with `md` (its title dropped and its
     headings one level down)."""
     text = _readme_text(readme)
     body = md.split("\n", 2)[2] if md.startswith("# ") else md
@@ -329,7 +330,8 @@ def _ms(t: dict[str, float]) -> str:
 
 
 def markdown(res: dict[str, Any]) -> str:
-    """The tables the README shows: medians with the interquartile range, ratios side by side."""
+    """The tables benchmarks/README.md shows: medians with the interquartile range, ratios side
+    by side."""
     m = res["machine"]
     lines = [
         "# edge_hf benchmarks",
@@ -446,7 +448,7 @@ def markdown(res: dict[str, Any]) -> str:
             f"{s['windows_across_threshold']} |",
             "",
             "Event-level accuracy on held-out folds needs the benchmark's fold models: "
-            "`python experiments/int8_real.py` (README, int8).",
+            "`python experiments/int8_real.py` (benchmarks/README.md, int8).",
             "",
         ]
     if "capacity" in res:
