@@ -7,7 +7,10 @@ from __future__ import annotations
 import csv
 import logging
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
+
+import cv2
 
 from edge_hf.training.data import parse_crop
 
@@ -80,10 +83,34 @@ def load_items(gmdcsa: Path, assist: Path) -> list[Item]:
                     "A", Path(r["path"]).stem, (assist / r["path"]).resolve(), r["label"],
                     float(r["fps"]) if r["fps"] else None,
                     float(r["fall_start_s"]) if r["fall_start_s"] else None,
-                    float(r["fall_end_s"]) if r["fall_end_s"] else None, r["crop"],
+                    float(r["fall_end_s"]) if r["fall_end_s"] else None,
+                    assist_crop(assist / r["path"], r["crop"]),
                 )
             )  # fmt: skip
     return items
+
+
+@cache
+def assist_crop(path: Path, crop: str) -> str:
+    """The manifest's crop of an ASSIST-IoT view, mirrored left to right where the clip's frame
+    has its two cameras the other way round. The manifest gives every clip the main view on the
+    left (0,0,853,640; the side view top right, black below it), but in 4 of its 22 clips (06,
+    11, 12, 19) the side view is top left and the main view on the right: there the black
+    corner is bottom left. Read off the first frame: the darker bottom corner is the empty one."""
+    cap = cv2.VideoCapture(str(path))
+    ok, frame = cap.read()
+    cap.release()
+    if not ok:
+        raise RuntimeError(f"{path}: no frame decoded")
+    h, w = frame.shape[:2]
+    bottom = frame[h // 2 : h - h // 8]
+    left, right = bottom[:, : w // 3].mean(), bottom[:, w - w // 3 :].mean()
+    if right <= left:
+        return crop
+    x, y, cw, ch = (int(v) for v in crop.split(","))
+    log.info("%s: its views are the other way round; crop %s read as %d,%d,%d,%d",
+             path.name, crop, w - x - cw, y, cw, ch)  # fmt: skip
+    return f"{w - x - cw},{y},{cw},{ch}"
 
 
 def write_manifest(items: list[Item], path: Path, three_state: bool = False) -> Path:
