@@ -135,3 +135,28 @@ def test_the_cross_source_table_shows_fold_a_and_the_reverse_fold_on_their_own()
     row = rb.cross_source_table(runs, ["r", "other"]).splitlines()[2:]
     assert row == ["| r | 2 | 1.5 ± 0.7 / 2 | 0.5 ± 0.7 / 1 | 1 | 10.0 / 14 | 1.0 / 9 | 45 |"]
     assert [r["seed"] for r in rb.runs_of(runs, "r")] == [0, 1], "reverse runs kept apart"
+
+
+@pytest.mark.skipif(not rb.ASSIST.is_dir(), reason="../shared/data/assist_iot absent")
+def test_every_assist_iot_view_is_cut_where_that_camera_is() -> None:
+    import cv2
+
+    from edge_hf.training.data import parse_crop
+
+    items = [it for it in rb.load_items(rb.GMDCSA, rb.ASSIST) if it.fold == "A"]
+    assert len(items) == 44  # 22 clips, two views each
+    swapped = sorted({it.clip_id[:2] for it in items if it.crop.startswith("427,")})
+    assert swapped == ["06", "11", "12", "19"]
+    for it in items:
+        cap = cv2.VideoCapture(str(it.path))
+        ok, frame = cap.read()
+        cap.release()
+        assert ok
+        crop = parse_crop(it.crop)
+        assert crop is not None
+        x, y, w, h = crop
+        view = frame[y : y + h, x : x + w]
+        # a camera's picture, not the black corner beside the other camera: both of its bottom
+        # corners hold a picture
+        low = view[-h // 4 :]
+        assert low[:, : w // 4].mean() > 5 and low[:, -w // 4 :].mean() > 5, (it.clip_id, it.crop)
