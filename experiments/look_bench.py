@@ -60,6 +60,8 @@ def main() -> None:
     p.add_argument("--out", default="benchmarks/results/real")
     p.add_argument("--conditions", nargs="+", default=list(DEFAULT_CONDITIONS))
     p.add_argument("--side", type=int, default=256, help="the pose model's input side")
+    p.add_argument("--small-px", type=int, help="LookSettings.small_px (default: its own)")
+    p.add_argument("--name", default="look", help="writes <out>/<name>.json and .md")
     a = p.parse_args()
     out = Path(a.out)
     cache = out / "cache" / "look"
@@ -67,8 +69,9 @@ def main() -> None:
     items = load_items(GMDCSA, ASSIST)
     falls = [it for it, _, _ in views(items) if it.label == "fall"]
     negatives = negative_items(VTEST, NEGATIVES)
-    ways: dict[str, LookSettings | None] = {"pose model alone": None, "second look": LookSettings()}
-    result: dict[str, Any] = {"side": a.side, "look": asdict(LookSettings()), "rows": []}
+    settings = LookSettings() if a.small_px is None else LookSettings(small_px=a.small_px)
+    ways: dict[str, LookSettings | None] = {"pose model alone": None, "second look": settings}
+    result: dict[str, Any] = {"side": a.side, "look": asdict(settings), "rows": []}
     for name in a.conditions:
         fall_views = (
             falls if name == AS_RECORDED else [render(it, name, out / "conditions") for it in falls]
@@ -104,8 +107,8 @@ def main() -> None:
             }  # fmt: skip
             result["rows"].append(row)
             print(json.dumps(row), flush=True)
-    (out / "look.json").write_text(json.dumps(result, indent=1))
-    (out / "look.md").write_text(markdown(result))
+    (out / f"{a.name}.json").write_text(json.dumps(result, indent=1))
+    (out / f"{a.name}.md").write_text(markdown(result))
     print(markdown(result))
 
 

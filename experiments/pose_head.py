@@ -33,6 +33,7 @@ from realbench import ASSIST, FOLDS, GMDCSA, REVERSE, VTEST, Item, load_items
 from realbench.items import EARLY_S, VTEST_CALIBRATION_S
 from realbench.posehead import ALL, Poses, fold_head, poses_of, view_keys
 
+from edge_hf.core.pose import LookSettings
 from edge_hf.core.posefall import PoseFallRules
 from edge_hf.core.posehead import MODES, PoseHead
 
@@ -102,6 +103,10 @@ def main() -> None:
     p.add_argument("--threshold", type=float, default=0.5)
     p.add_argument("--mode", choices=MODES, default="decide", help="how the rules use the head")
     p.add_argument("--final", type=Path, help="fit one head (seed 0) on every clip, write it here")
+    p.add_argument(
+        "--second-look", action="store_true",
+        help="--final: on poses through the person stage's second look (person.second_look)",
+    )  # fmt: skip
     p.add_argument("--plot", type=Path, help="draw the head over six clips to this PNG")
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -110,7 +115,8 @@ def main() -> None:
     items = load_items(GMDCSA, ASSIST)
     if a.final:
         a.final.unlink(missing_ok=True)
-        print(f"wrote {fold_head(items, ALL, 0, a.out, a.threshold, a.mode, a.final)}")
+        look = LookSettings() if a.second_look else None
+        print(f"wrote {fold_head(items, ALL, 0, a.out, a.threshold, a.mode, a.final, look)}")
         return
     cache = a.out / "cache"
     poses = {key: poses_of(it.path, it.crop, cache)

@@ -28,6 +28,7 @@ import numpy as np
 import yaml
 
 from edge_hf.core.errors import UserError
+from edge_hf.core.posehead import PoseHead
 from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.config import CameraConfig, Config, ModelConfig, PersonConfig
 from edge_hf.daemon.events import FallEvent
@@ -53,16 +54,23 @@ POSE_HEAD = Path("models/pose-head.json")  # the shipped person stage's learned 
 
 
 def _config(
-    model: Path, video: Path, names: list[str], state_dir: Path, person: Path | None = None
+    model: Path,
+    video: Path,
+    names: list[str],
+    state_dir: Path,
+    person: Path | None = None,
+    second_look: bool = False,
 ) -> Config:
     head = POSE_HEAD if person is not None and POSE_HEAD.is_file() else None
+    if head is not None and (PoseHead.load(head).contract_look() is not None) != second_look:
+        head = None  # (fitted on the other poses; the head costs next to nothing anyway)
     return Config(
         device_id="bench",
         model=ModelConfig(path=model, providers=["cpu"]),
         cameras=[CameraConfig(name=n, source=str(video), loop=True) for n in names],
         state_dir=state_dir,
         max_batch=max(16, len(names)),
-        person=PersonConfig(model=person, head=head),
+        person=PersonConfig(model=person, head=head, second_look=second_look),
     )
 
 
@@ -84,17 +92,20 @@ def run_cameras(
     state_dir: Path,
     person: Path | None = None,
     person_threaded: bool = True,
+    second_look: bool = False,
 ) -> dict[str, Any]:
     """Run `n` real-time file cameras for `seconds`; `mode` is "batched" or "per_camera";
     `person`: the pose model, the person stage on (its default 5 Hz per camera), in its own
-    thread or (`person_threaded` False) in the inference loop."""
+    thread or (`person_threaded` False) in the inference loop, with `second_look` or not."""
     names = [f"cam{i:02d}" for i in range(n)]
     if mode == "batched":
-        cfg = _config(model, video, names, state_dir, person)
+        cfg = _config(model, video, names, state_dir, person, second_look)
         pipelines = [build_pipeline(cfg, _CountingSink())]
     elif mode == "per_camera":
         pipelines = [
-            build_pipeline(_config(model, video, [c], state_dir, person), _CountingSink())
+            build_pipeline(
+                _config(model, video, [c], state_dir, person, second_look), _CountingSink()
+            )
             for c in names
         ]
     else:
@@ -122,6 +133,7 @@ def run_cameras(
     batches = [ms for p in pipelines for ms in list(p.snapshot().inference_ms)[-200:]]
     pose_frames = sum(p.person.counters.frames for p in pipelines if p.person is not None)
     pose_ms = sum(p.person.counters.busy_ms for p in pipelines if p.person is not None)
+    looks = sum(p.person.counters.looks for p in pipelines if p.person is not None)
     for p in pipelines:
         p.stop.set()
     for t in threads:
@@ -150,6 +162,7 @@ def run_cameras(
         "latency_p99_ms": round(float(np.percentile(latency, 99)), 1) if latency else None,
         "batch_p99_ms": round(float(np.percentile(batches, 99)), 1) if batches else None,
         "pose_ms_per_frame": round(pose_ms / pose_frames, 1) if pose_frames else None,
+        "looks_per_pose_frame": round(looks / pose_frames, 2) if pose_frames else None,
         "pose_frames": pose_done if person_on else None,
         "expected_pose_frames": round(pose_expected) if person_on else None,
         "person_threaded": person_threaded if person_on else None,
@@ -172,13 +185,16 @@ def capacity(
     person: Path | None = None,
     label: str = "",
     person_threaded: bool = True,
+    second_look: bool = False,
 ) -> dict[str, Any]:
     """Largest sustained camera count: double until a level fails, then bisect (`max_runs`)."""
     runs: list[dict[str, Any]] = []
 
     def trial(n: int) -> bool:
         for attempt in range(2):
-            r = run_cameras(model, video, n, seconds, mode, state_dir, person, person_threaded)
+            r = run_cameras(
+                model, video, n, seconds, mode, state_dir, person, person_threaded, second_look
+            )
             runs.append(r)
             verdict = "sustained" if r["sustained"] else "NOT sustained"
             pose = (

@@ -230,18 +230,24 @@ def real_pipeline_capacity(
     progress: Callable[[str], None] = _say,
 ) -> list[dict[str, Any]]:
     """Cameras the shipped real model sustains (batched): alone, with the person stage in its own
-    thread (the daemon's way since 2026-12-06) and, for comparison, in the inference loop (the
-    way before), side by side in one run."""
+    thread (the daemon's way since 2026-12-06), the same with its second look (#40) and, for
+    comparison, in the inference loop (the way before), side by side in one run."""
     real = with_resize(real_model, work / "capacity-real.onnx", RESIZE)
     out = []
-    for pose, threaded in ((None, True), (pose_model, True), (pose_model, False)):
+    for pose, threaded, look in (
+        (None, True, False), (pose_model, True, False), (pose_model, True, True),
+        (pose_model, False, False),
+    ):  # fmt: skip
         if pose is not None and not pose.is_file():
             continue
-        where = "" if threaded else ", in the inference loop"
+        where = ("" if threaded else ", in the inference loop") + (
+            " and its second look" if look else ""
+        )
         person = "" if pose is None else f" + person stage 5 Hz{where}"
         out.append(
             capacity(real, camera, "batched", seconds, work / "state", progress=progress,
-                     person=pose, label=f"{real_model.name}{person}", person_threaded=threaded)
+                     person=pose, label=f"{real_model.name}{person}", person_threaded=threaded,
+                     second_look=look)
         )  # fmt: skip
     return out
 

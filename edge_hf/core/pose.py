@@ -137,7 +137,8 @@ def pose_frame(
 # Local contrast for grey (night) frames: the pose model finds a lying person on 21 % of the
 # night condition's ticks with it, 12 % without (experiments/look_bench.py; 60 % in daylight).
 _CLAHE = cv2.createCLAHE(clipLimit=2.0, tileGridSize=(4, 4))
-GREY_LEVELS = 2.0  # mean |B - G| and |G - R| below this: a grey (infrared) picture
+GREY_LEVELS = 3.0  # mean |B - G| and |G - R| below this: a grey (infrared) picture (an
+# infrared camera through H.264 or MJPEG: 0-2; the dullest daylight room here: 4.2)
 
 
 def is_grey(frame: np.ndarray) -> bool:
@@ -415,7 +416,7 @@ def clip_people(
             f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{crop}|{rate_hz:g}|"
             f"{estimator.path.resolve()}|{estimator.path.stat().st_size}|{estimator.side}"
             + (f"|{look}" if look is not None else "")
-            + "|grey-clahe"  # (grey frames get local contrast since 2026-12-07)
+            + f"|grey-clahe-{GREY_LEVELS:g}"  # (grey frames get local contrast since 2026-12-07)
         )
         cached = cache_dir / f"people-{hashlib.sha1(key.encode()).hexdigest()[:20]}.json"
         if cached.exists():

@@ -108,6 +108,10 @@ class PoseHead:
         z = h @ self.w2 + self.b2
         return 1.0 / (1.0 + np.exp(-np.clip(z, -30.0, 30.0)))
 
+    def contract_look(self) -> dict[str, float] | None:
+        """The second look's settings its poses came through (None: none, or no contract)."""
+        return self.contract.look if self.contract is not None else None
+
     def save(self, path: Path) -> None:
         path.write_text(
             json.dumps(
