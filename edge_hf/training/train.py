@@ -333,6 +333,7 @@ def train(cfg: TrainConfig) -> TrainResult:
         crop_scale=(cfg.crop_scale_min, 1.0),
         reverse_pairs=cfg.reverse_map(),
         camera_aug=cfg.camera_aug,
+        condition_aug=cfg.condition_aug,
         **common,  # type: ignore[arg-type]
     )
     val_ds = HyperframeDataset(val_clips, train=False, **common)  # type: ignore[arg-type]

@@ -63,6 +63,11 @@ def main() -> None:
         help="--conditions: with the person stage's second look (person.second_look; its own "
         "rows; fold heads fitted on its poses)",
     )  # fmt: skip
+    p.add_argument(
+        "--recipe", default="",
+        help="--conditions: replay this row's recipe instead of the shipped one (e.g. "
+        "variants.CONDITION_AUG_RECIPE); its own rows",
+    )  # fmt: skip
     p.add_argument("--final", metavar="VARIANT", help="train this row's recipe on all clips")
     p.add_argument("--runs-file", help="results JSON (default <out>/runs.json), e.g. per process")
     p.add_argument("--export", default="models/fall-real.onnx", help="where --final writes")

@@ -41,7 +41,7 @@ from .items import ASSIST, FOLDS, GMDCSA, Item, split_fold, views
 from .posehead import fold_head
 from .scoring import replay_scores, score_fold, summarise
 from .training import ensure_fold_model
-from .variants import SHIPPED_RECIPE, VARIANTS
+from .variants import CONDITION_AUG_RECIPE, SHIPPED_RECIPE, VARIANTS
 from .zoom import _frames
 
 log = logging.getLogger("real_benchmark")
@@ -434,14 +434,15 @@ def run_condition(
     sees them, and on the negatives with fold FOLDS[seed]'s models (one fold per seed: the
     negatives are nobody's held-out clips, and replaying them five times would cost as much as
     all the folds)."""
-    v = VARIANTS[SHIPPED_RECIPE]
+    recipe = a.recipe or SHIPPED_RECIPE
+    v = VARIANTS[recipe]
     out = Path(a.out)
     rendered = out / "conditions"
     clips: list[dict[str, Any]] = []
     negative_events: dict[str, int] = {}
     hours = 0.0
     for fold in FOLDS:
-        rundir = ensure_fold_model(SHIPPED_RECIPE, v, seed, fold, items, a)  # (trained once)
+        rundir = ensure_fold_model(recipe, v, seed, fold, items, a)  # (trained once)
         look = LookSettings() if a.second_look else None
         head = fold_head(items, fold, seed, out, v.pose_head, v.pose_head_mode, look=look)
         test, _ = split_fold(items, fold, out)
@@ -544,6 +545,7 @@ def main(a: argparse.Namespace, items: list[Item]) -> None:
         for name in names:
             side = f", person.side {a.person_side}" if a.person_side else ""
             side += ", second look" if a.second_look else ""
+            side += ", night and hidden augmentation" if a.recipe == CONDITION_AUG_RECIPE else ""
             key = f"{name}{side} | seed {seed}"
             if key in runs:
                 continue

@@ -32,6 +32,7 @@ class Variant:
     backbone_lr: float = 1.0  # TrainConfig.backbone_lr
     offset_steps: int = 2  # TrainConfig.max_offset_steps (temporal jitter, in intervals)
     camera_aug: float | None = None  # TrainConfig.camera_aug (None: the command line's)
+    condition_aug: float = 0.0  # TrainConfig.condition_aug (#40: night and hidden)
     # Every row so far was trained with INTER_AREA ("area", the shipped model's rule); the
     # daemon runs each model with the rule recorded in it.
     resize: str = "area"
@@ -89,6 +90,7 @@ class Variant:
             "epochs": self.epochs or a.epochs,
             "samples_per_clip": self.samples_per_clip or a.samples_per_clip,
             "camera_aug": a.camera_aug if self.camera_aug is None else self.camera_aug,
+            **({"condition_aug": self.condition_aug} if self.condition_aug else {}),
         }
 
     def detection(self) -> dict[str, Any]:
@@ -215,6 +217,13 @@ POSE_ROWS = {
         PLAIN_160_RECIPE, person="combined", pose_head=0.1, pose_head_mode="veto"
     ),
 }
+
+# #40 item 3: the shipped recipe's network trained also on night pictures and hidden parts of
+# the scene (`condition_augment`, each with probability 0.3); its own fold models.
+CONDITION_AUG_RECIPE = (
+    "lite0 T=3 ImageNet falling+down 160px, night and hidden augmentation + pose rules vetoed "
+    "by the learned head or pose-confirmed CNN (combined), confirm 2 s"
+)
 
 # The seed's hyper-volume (#30): two hyperframes of T=3 frames through one shared backbone, fused
 # by a 1-D conv. Frames 200 ms apart so that its 6 frames span 1.2 s: the descent and what follows
@@ -383,6 +392,11 @@ VARIANTS: dict[str, Variant] = {
     # a person/pose model finds people across rooms (experiments/pose_bench.py), and the pose
     # rules read "down" from the person's own geometry (#30).
     **POSE_ROWS,
+    CONDITION_AUG_RECIPE: replace(
+        POSE_ROWS[SHIPPED_RECIPE],
+        condition_aug=0.3,
+        models="lite0 T=3 ImageNet falling+down 160px, night and hidden augmentation, confirm 2 s",
+    ),
     **HYPER_VOLUME_ROWS,
     **PERSON_CROP_ROWS,
     **DISTILLED_ROWS,
