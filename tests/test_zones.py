@@ -209,7 +209,7 @@ def test_zone_geometry() -> None:
     assert polygon_problem(ell) is None
 
 
-# ------------------------------------------------------------------ mistakes in the config
+# ------------------------------------------------------------------ check and `edge-hf zones`
 
 
 def _config(tmp_path: Path, zones: str, person: bool = True, source: Path = FALL) -> Path:
@@ -240,6 +240,20 @@ def _check(config: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+def test_check_says_zones_need_the_person_stage(tmp_path: Path) -> None:
+    """Zones with the person stage off: `check` refuses in one line naming the file, the line,
+    the key and what to do; with it on, `check` lists the camera's zones."""
+    proc = _check(_config(tmp_path, BED, person=False))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    line = proc.stderr.strip()
+    assert len(line.splitlines()) == 1
+    assert f"{tmp_path / 'config.yaml'}:8: cameras[0].zones (bed)" in line
+    assert "person stage" in line and "set person.model" in line
+    ok = _check(_config(tmp_path, BED))
+    assert ok.returncode == 0, ok.stderr
+    assert "zone bed (ignore)" in ok.stdout and "others present: alert" in ok.stdout
+
+
 @pytest.mark.parametrize(
     ("zone", "says"),
     [
@@ -259,3 +273,30 @@ def test_a_bad_zone_is_one_line_naming_file_line_and_key(
     assert main(["check", "--config", str(_config(tmp_path, f"      - {zone}\n"))]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"config.yaml:10: {says}" in err, err
+
+
+@needs_gmdcsa
+def test_edge_hf_zones_draws_the_zones_on_a_frame_of_the_cameras_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`edge-hf zones` writes a PNG of the camera's view (its crop of the source's frame) in
+    which the zone's pixels are tinted and the rest away from the edges is the frame as it is."""
+    out = tmp_path / "zones.png"
+    config = _config(tmp_path, BED)
+    assert main(["zones", "--config", str(config), "--camera", "bedroom", "--out", str(out)]) == 0
+    assert "bed (ignore, 4 corners)" in capsys.readouterr().out
+    drawn = cv2.imread(str(out))
+    cap = cv2.VideoCapture(str(FALL))
+    ok, frame = cap.read()
+    cap.release()
+    assert ok and drawn is not None
+    plain = frame[0:720, 0:960]  # the camera's crop
+    assert drawn.shape == plain.shape
+    diff = np.abs(drawn.astype(int) - plain.astype(int)).sum(axis=2)
+    h, w = plain.shape[:2]
+    zone = diff[int(0.65 * h) : int(0.95 * h), int(0.25 * w) : int(0.65 * w)]
+    assert (zone > 30).mean() > 0.95, "the zone is tinted"
+    outside = diff[int(0.1 * h) : int(0.5 * h), int(0.1 * w) : int(0.9 * w)]
+    assert (outside == 0).mean() > 0.99, "outside the zones the frame is unchanged"
+    assert main(["zones", "--config", str(config), "--camera", "hall", "--out", str(out)]) == 2
+    assert "no camera of that name" in capsys.readouterr().err
