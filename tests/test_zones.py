@@ -189,6 +189,39 @@ def test_the_new_fields_survive_the_journal() -> None:
     assert (back["others_present"], back["zone"], back["flag"]) == (2, "floor", "others_present")
 
 
+def test_what_the_detector_cannot_see_it_neither_counts_nor_refuses() -> None:
+    """No pose tick before the classifier's fall: `others_present` is left out (unknown, not 0).
+    A camera whose person stage fails (`degraded`): its zones refuse nothing (an alarm with less
+    evidence). A fallen person the pose model lost is judged where the rules last had them."""
+    from edge_hf.core.posefall import PoseVerdict, Seen
+    from edge_hf.daemon.config import DetectionConfig
+    from edge_hf.daemon.events import FallDetector, ModelInfo
+
+    bed = Zones((Zone("bed", "ignore", ((0.0, 0.5), (1.0, 0.5), (1.0, 1.0), (0.0, 1.0))),))
+
+    def detector(zones: Zones | None = None) -> FallDetector:
+        return FallDetector("c", "d", DetectionConfig(), 0.5, ModelInfo("m", 3, 100.0), "either",
+                            zones=zones, when_others="alert")  # fmt: skip
+
+    def starts(d: FallDetector, t0: float = 0.0) -> list[FallEvent]:
+        return [e for i in range(3) for e in d.update(0.9, t0 + i * 0.1) if e.type == "start"]
+
+    assert "others_present" not in starts(detector())[0].as_dict()
+    two_up = [Seen(1, (0.1, 0.1, 0.2, 0.4), (0.15, 0.3), upright=True),
+              Seen(2, (0.5, 0.1, 0.6, 0.4), (0.55, 0.3), upright=True)]  # fmt: skip
+    d = detector()
+    d.on_pose(0.0, PoseVerdict(False, False, t=0.0, seen=two_up))
+    assert starts(d)[0].others_present == 1, "the faller unknown: one of the two is them"
+    lying = PoseVerdict(True, True, t=0.0, person=(3, (0.2, 0.7, 0.6, 0.9)))  # not in `seen`
+    d = detector(bed)
+    d.on_pose(0.0, lying)
+    assert starts(d) == [] and d.counts.in_zone == 1
+    d = detector(bed)
+    d.on_pose(0.0, lying)
+    d.pose_ok = False
+    assert len(starts(d)) == 1
+
+
 # ------------------------------------------------------------------ the geometry
 
 

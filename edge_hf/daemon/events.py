@@ -568,14 +568,14 @@ class FallDetector:
         flag = "others_present" if others and self.when_others == "flag" else None
         return _Context(person, others, zone, flag)
 
-    def _others(self, t: float, faller: int | None) -> int:
+    def _others(self, t: float, faller: int | None) -> int | None:
         """The most people upright at one pose tick of the last OTHERS_S, the fallen person
-        aside (not known: one of them is taken to be them)."""
-        most = 0
+        aside (not known: one of them is taken to be them); None without a tick to tell."""
+        most = None
         for at, seen in self._seen:
             if t - OTHERS_S - 1e-6 <= at <= t + 1e-6:
                 up = [s for s in seen if s.upright and not s.down and s.track != faller]
-                most = max(most, len(up) if faller is not None else len(up) - 1)
+                most = max(most or 0, len(up) if faller is not None else len(up) - 1)
         return most
 
     def _refuse(self, t: float, why: str, counter: str) -> _Context:
