@@ -70,9 +70,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         d = cfg.detection_for(cam)
         threshold, confirm_s = camera_operating_point(cfg, contract, cam)
         latch = f"latched until acknowledged or {d.clear_after_s:g} s" if d.latch else "unlatched"
+        zones = "".join(f", zone {z.name} ({z.kind})" for z in cam.zones)
         print(
             f"  {cam.name}: threshold {threshold:g}, confirm {confirm_s:g} s, "
-            f"{latch}, snapshot {'on' if d.snapshot else 'off'}"
+            f"{latch}, snapshot {'on' if d.snapshot else 'off'}{zones}"
         )
     person = cfg.person
     centred = ", person-centred windows (edge_hf.crop)" if contract.crop != "full" else ""
@@ -80,6 +81,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         f"  person stage: on, {person.model} at {person.rate_hz:g} Hz, decision "
         f"{person.decision}{centred}"
         f"{f', learned pose head {person.head}' if person.head else ''}"
+        f", others present: {person.when_others_present}"
         if person.model is not None
         else "  person stage: off (give person.model to run the pose model beside the classifier)"
     )
@@ -151,6 +153,16 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"wrote cameras[{args.camera}].threshold = {result.threshold:.3f} to {path}")
     else:
         print(f"add to camera {args.camera}: threshold: {result.threshold:.3f}  (or use --write)")
+    return 0
+
+
+def _cmd_zones(args: argparse.Namespace) -> int:
+    from edge_hf.daemon.config import load_config
+    from edge_hf.daemon.zonepicture import zones_picture
+
+    cfg = load_config(Path(args.config))
+    video = Path(args.video) if args.video else None
+    print(zones_picture(cfg, args.camera, Path(args.out), video, args.at_s))
     return 0
 
 
@@ -321,7 +333,7 @@ def _training_commands(
 def _daemon_commands(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    """check, run, replay, alerts."""
+    """check, doctor, run, replay, calibrate, zones, alerts."""
     p = sub.add_parser(
         "check", parents=[common], help="validate a daemon config (and its model) without starting"
     )
@@ -396,6 +408,16 @@ def _daemon_commands(
         "not show how falls score)",
     )
     p.set_defaults(func=_cmd_calibrate)
+
+    p = sub.add_parser(
+        "zones", parents=[common], help="draw a camera's zones on a frame of its picture (PNG)"
+    )
+    p.add_argument("--config", required=True)
+    p.add_argument("--camera", required=True, help="the camera's name in the config")
+    p.add_argument("--out", required=True, help="the PNG to write")
+    p.add_argument("--video", help="a recording (or picture) of that camera instead of its source")
+    p.add_argument("--at-s", type=float, default=0.0, help="files: the frame this far in (s)")
+    p.set_defaults(func=_cmd_zones)
 
     p = sub.add_parser(
         "alerts", parents=[common], help="print fall alerts from the broker (de-duplicated)"

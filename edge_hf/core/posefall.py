@@ -27,6 +27,7 @@ import numpy as np
 
 from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Person, PoseFeatures, features
 from edge_hf.core.posehead import FEATURES, PoseHead
+from edge_hf.core.zones import body_point
 
 HISTORY_S = 1.0  # the head's "over the last second" features
 GOT_UP_S = 2.0  # a fallen person is up again once upright this long, as tall as before the fall
@@ -87,6 +88,25 @@ class _Track:
 
 
 @dataclass
+class Seen:
+    """One tracked person at a tick, for zones and "others present": track id, box, where they
+    lie (`edge_hf.core.zones.body_point`), and whether the rules read them upright or down; in
+    pixels of the pose frame (the person stage makes them 0-1 of the camera's view)."""
+
+    track: int
+    box: tuple[float, float, float, float]
+    at: tuple[float, float]
+    upright: bool = False
+    down: bool = False
+
+    def scaled(self, w: float, h: float) -> Seen:
+        """The same person with x divided by `w` and y by `h`."""
+        x0, y0, x1, y1 = self.box
+        return Seen(self.track, (x0 / w, y0 / h, x1 / w, y1 / h), (self.at[0] / w, self.at[1] / h),
+                    self.upright, self.down)  # fmt: skip
+
+
+@dataclass
 class PoseVerdict:
     """One tick's reading: is anyone down (and how), has a fall been confirmed."""
 
@@ -100,6 +120,7 @@ class PoseVerdict:
     person: tuple[int, tuple[float, float, float, float]] | None = None
     # (track id, seconds down) of each fallen person seen upright again at this tick
     got_up: list[tuple[int, float]] = field(default_factory=list)
+    seen: list[Seen] = field(default_factory=list)  # every tracked person found at this tick
 
 
 def is_upright(f: PoseFeatures, person: Person, s: PoseRuleSettings) -> bool:
@@ -238,6 +259,7 @@ class PoseFallRules:
         s, verdict = self.s, PoseVerdict(False, False, t=t)
         for tr, p in self._match(people, t):
             f = features(p)
+            verdict.seen.append(Seen(tr.id, p.box, body_point(p)))
             x = None
             if self.head is not None or self.record is not None:
                 x = head_features(tr, f, p, t)
@@ -250,6 +272,7 @@ class PoseFallRules:
                     self._head_update(tr, p, f, x, t, verdict)
                     continue
             if is_upright(f, p, s):
+                verdict.seen[-1].upright = True
                 _up_again(tr, p, t, verdict)
                 tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
                 tr.down_since, tr.fallen = None, False
@@ -261,7 +284,7 @@ class PoseFallRules:
             if not why:
                 tr.down_since = None
                 continue
-            verdict.down = True
+            verdict.down = verdict.seen[-1].down = True
             verdict.reasons += why
             verdict.person = verdict.person or (tr.id, tr.box)
             if tr.down_since is None:
@@ -289,7 +312,7 @@ class PoseFallRules:
         head = self.head
         if head is None:
             raise RuntimeError("_head_update without a head")
-        upright = is_upright(f, p, self.s)
+        upright = v.seen[-1].upright = is_upright(f, p, self.s)
         if upright:
             tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
         if float(head.prob(x)) < head.threshold:
@@ -301,7 +324,7 @@ class PoseFallRules:
             if upright:
                 tr.fallen = False
             return
-        v.down = True
+        v.down = v.seen[-1].down = True
         v.reasons.append("head")
         v.person = v.person or (tr.id, tr.box)
         if tr.down_since is None:

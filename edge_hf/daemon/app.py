@@ -40,6 +40,7 @@ from edge_hf.daemon.config import (
     check_against_model,
     check_metrics_port,
     check_state_dir,
+    check_zones,
     ensure_state_dir,
     load_config,
 )
@@ -147,6 +148,8 @@ def _camera(
         threshold,
         info,
         decision=cfg.person.decision if person is not None else "cnn",
+        zones=cam.zone_rules(),
+        when_others=cfg.person.when_others_present if person is not None else None,
     )
     pose_slot = person.slot() if person is not None else None
     thread = None
@@ -204,6 +207,7 @@ def build_pipeline(
     replay (`edge_hf.daemon.replay`) reads the files itself and builds none. `on_batch` is told
     each batch's seconds (e.g. the Prometheus inference histogram)."""
     notifier = notifier or Notifier("")
+    check_zones(cfg, config_name)
     classifier = OnnxFallClassifier(
         cfg.model.path,
         cfg.model.providers,

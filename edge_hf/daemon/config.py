@@ -13,13 +13,16 @@ import os
 import re
 import ssl
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from edge_hf.core.errors import UserError, shown
 from edge_hf.core.files import read_small_file
+
+if TYPE_CHECKING:
+    from edge_hf.core.zones import Zones
 
 Provider = Literal["tensorrt", "cuda", "cpu"]
 NAME = re.compile(r"[A-Za-z0-9_-]+")  # always fullmatch: "$" would let "box\n" through
@@ -125,6 +128,43 @@ class DetectionConfig(_Section):
         return self
 
 
+class ZoneConfig(_Section):
+    """A zone of a camera's picture (`edge_hf.core.zones`): `ignore` (lying inside raises no fall:
+    a bed, a sofa) or `floor` (where there are any, only lying inside one counts)."""
+
+    name: str = Field(min_length=1, max_length=64)
+    kind: Literal["ignore", "floor"]
+    # [x, y] corners in order around the zone, 0-1 of the camera's view (its crop, if set)
+    points: list[tuple[float, float]] = Field(max_length=100)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME.fullmatch(v):
+            raise ValueError("use letters, digits, '_' and '-' only (events name the zone)")
+        return v
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, v: Any) -> Any:
+        if v not in ("ignore", "floor"):
+            raise ValueError(
+                "use ignore (lying inside raises no fall: a bed, a sofa) or floor (where there "
+                "are floor zones, only lying inside one counts)"
+            )
+        return v
+
+    @field_validator("points")
+    @classmethod
+    def _polygon(cls, v: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        from edge_hf.core.zones import polygon_problem
+
+        problem = polygon_problem(v)
+        if problem is not None:
+            raise ValueError(f"{problem} (`edge-hf zones` draws a camera's zones to check them)")
+        return v
+
+
 class CameraConfig(_Section):
     """One camera: a file, /dev/videoN or index, rtsp/http URL, or a GStreamer pipeline."""
 
@@ -151,6 +191,23 @@ class CameraConfig(_Section):
     # This camera's detection settings: the keys given here override the top-level `detection`
     # (merged by Config before validation, so errors name cameras[i].detection.<key>).
     detection: DetectionConfig | None = None
+    # Zones of this camera's picture (`ZoneConfig`); they need the person stage (person.model).
+    zones: list[ZoneConfig] = Field([], max_length=50)
+
+    @field_validator("zones")
+    @classmethod
+    def _zone_names(cls, v: list[ZoneConfig]) -> list[ZoneConfig]:
+        names = [z.name for z in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"zone names are unique per camera (repeated: {', '.join(dupes)})")
+        return v
+
+    def zone_rules(self) -> Zones:
+        """The camera's zones as the detector applies them."""
+        from edge_hf.core.zones import Zone, Zones
+
+        return Zones(tuple(Zone(z.name, z.kind, tuple(z.points)) for z in self.zones))
 
     @field_validator("crop")
     @classmethod
@@ -328,6 +385,10 @@ class PersonConfig(_Section):
     confirm_s: float = Field(1.0, ge=0, le=60)  # pose rules: down this long after the descent
     max_descent_s: float = Field(2.0, gt=0, le=10)  # pose rules: upright -> down within this
     second_look: bool = False
+    # Another person upright in view when a fall is raised (the event's `others_present`):
+    # `alert` raises it as always, `flag` raises it marked (`flag: others_present`), `suppress`
+    # raises nothing (a carer is there).
+    when_others_present: Literal["alert", "flag", "suppress"] = "alert"
 
 
 class MetricsConfig(_Section):
@@ -514,7 +575,7 @@ def parse_config(text: str, source: str = "<config>") -> Config:
     if not isinstance(data, dict):
         raise UserError(f"{source}: expected a mapping of settings at the top level")
     try:
-        return Config.model_validate(data)
+        cfg = Config.model_validate(data)
     except ValidationError as exc:
         lines = _line_index(text)
         err = exc.errors()[0]
@@ -538,6 +599,24 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         value = "" if quiet else f" = {shown(raw)}"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise UserError(f"{source}:{line}: {_dotted(loc)}{value}: {msg}{more}") from None
+    check_zones(cfg, source, _line_index(text))
+    return cfg
+
+
+def check_zones(cfg: Config, source: str = "config", lines: dict[Any, int] | None = None) -> None:
+    """Zones are judged on the people the pose model finds: a camera with zones while the person
+    stage is off is refused (one line, with the line number when `lines` has it)."""
+    if cfg.person.model is not None:
+        return
+    for i, cam in enumerate(cfg.cameras):
+        if cam.zones:
+            line = (lines or {}).get(("cameras", i, "zones"))
+            names = ", ".join(z.name for z in cam.zones)
+            raise UserError(
+                f"{source}{f':{line}' if line else ''}: cameras[{i}].zones ({names}): zones need "
+                "the person stage (where each person lies), and it is off: set person.model "
+                "(models/person-movenet-multipose-lightning.onnx), or remove the zones"
+            )
 
 
 def check_against_model(cfg: Config, contract: Any, source: str = "config") -> None:

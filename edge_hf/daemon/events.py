@@ -19,6 +19,10 @@ With the person stage on (`person.model`), the pose rules' verdict comes with ea
 a pose fall does), `both` (the classifier's, only while the pose rules saw someone down in the
 last POSE_DOWN_S), `combined` (a pose fall, or the classifier's while the pose rules saw someone
 down: `pose` and `both` together), `cnn` (the pose verdict is ignored).
+With the person stage, every start is judged against the people it saw last (`_context`): a
+camera's zones (`edge_hf.core.zones`) refuse a fall whose person lies inside an `ignore` zone, or
+outside the `floor` zones; the others upright in view are counted (`others_present`), and
+`person.when_others_present` flags or suppresses the fall they saw.
 Events are `FallEvent` objects, serialised once (`as_dict`/`to_json`) by whichever sink sends them.
 """
 
@@ -38,7 +42,8 @@ from typing import Any
 import numpy as np
 
 from edge_hf.core.errors import shown
-from edge_hf.core.posefall import PoseVerdict
+from edge_hf.core.posefall import PoseVerdict, Seen
+from edge_hf.core.zones import Zones
 from edge_hf.daemon.config import DetectionConfig
 from edge_hf.daemon.lograte import LogRate
 
@@ -134,6 +139,11 @@ class FallEvent:
     # start only: the snapshot's JPEG bytes, encoded once by SnapshotSink (never serialised; the
     # MQTT sink publishes them without reading the file back)
     jpeg: bytes | None = field(default=None, compare=False, repr=False)
+    # start only, with the person stage: how many other people were upright in view; the `floor`
+    # zone the person lies in; "others_present" when person.when_others_present is `flag`
+    others_present: int | None = None
+    zone: str | None = None
+    flag: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON payload (times as UTC ISO-8601, scores to 4 decimals)."""
@@ -153,6 +163,11 @@ class FallEvent:
         if self.person is not None:
             track, box = self.person
             out["person"] = {"track": track, "box": [round(float(v), 3) for v in box]}
+        if self.others_present is not None:
+            out["others_present"] = self.others_present
+        for key in ("zone", "flag"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         if self.type == "end":
             out["ended_at"] = iso(self.time)
             out["end_reason"] = self.end_reason
@@ -183,6 +198,7 @@ class FallEvent:
             if len(box) != 4:
                 raise ValueError("person.box is not 4 numbers")
             person = (int(d["person"]["track"]), box)
+        others, zone, flag = d.get("others_present"), d.get("zone"), d.get("flag")
         return cls(
             d["event_id"], d["type"], d["camera"], d["device_id"],
             unix(d.get("time", d["started_at"])), unix(d["started_at"]),
@@ -191,6 +207,9 @@ class FallEvent:
             snapshot if isinstance(snapshot, str) else None,
             reason if isinstance(reason, str) else None,
             person=person,
+            others_present=int(others) if isinstance(others, int) else None,
+            zone=zone if isinstance(zone, str) else None,
+            flag=flag if isinstance(flag, str) else None,
         )  # fmt: skip
 
 
@@ -222,6 +241,8 @@ class DetectorCounts:
     end: int = 0
     unconfirmed: int = 0  # descents after which the person did not stay down
     not_up_before: int = 0  # descents refused because the person was not up before them
+    in_zone: int = 0  # falls refused: the person lay in an `ignore` zone / outside `floor` zones
+    others_present: int = 0  # falls refused: others upright in view (when_others_present)
     by_reason: dict[str, int] = field(default_factory=dict)
 
 
@@ -231,6 +252,18 @@ UP_BEFORE_GAP_S = 0.5  # up_before_s ends this long before the descent (a stumbl
 UP_BEFORE_MIN_S = 1.0  # less history than this (the camera just started) counts as up
 POSE_DOWN_S = 3.0  # decisions `both`, `combined`: the pose rules saw someone down this recently
 POSE_RAISES = ("either", "pose", "combined")  # decisions in which a pose fall starts an event
+OTHERS_S = 1.0  # others present: the most upright people at a pose tick this long before a start
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What the people seen last say about a fall about to start (`FallDetector._context`)."""
+
+    person: tuple[int, tuple[float, float, float, float]] | None = None
+    others: int | None = None
+    zone: str | None = None
+    flag: str | None = None
+    refusal: str | None = None  # why it raises nothing
 
 
 def smoothed_level(recent: Sequence[float], cfg: DetectionConfig) -> float:
@@ -255,9 +288,15 @@ class FallDetector:
         model: ModelInfo,
         decision: str = "cnn",
         wall: Callable[[float], float] | None = None,
+        zones: Zones | None = None,
+        when_others: str | None = None,
     ) -> None:
         self.camera, self.device_id, self.cfg = camera, device_id, cfg
         self.decision = decision  # PersonConfig.decision when the person stage is on
+        # The camera's zones, and person.when_others_present (None: the person stage is off).
+        self.zones, self.when_others = zones or Zones(), when_others
+        self._seen: deque[tuple[float, list[Seen]]] = deque()  # the last POSE_DOWN_S of ticks
+        self._said = ""  # the refusal last logged (once per episode)
         # Detector time -> Unix time. Every timer (cooldown, confirm_s, clear_after_s) runs on
         # the time `update` is fed (the monotonic clock live, media time in replay); only the
         # timestamps an event carries are wall clock, so an NTP step never stretches a timer.
@@ -309,7 +348,10 @@ class FallDetector:
             at, self._pose_fall_at = self._pose_fall_at, None
             self._candidate = None
             log.info("%s: the pose rules confirmed a fall at %.1f", self.camera, at)
-            return [self._start(score, t, centre_frame, evidence=evidence)]
+            ctx = self._context(t)
+            if ctx.refusal:
+                return []
+            return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx)]
         if down is not None and self.cfg.up_before_s:
             self._up.append((t, 1.0 - score - down))
             while self._up[0][0] < t - self.cfg.up_before_s - UP_BEFORE_GAP_S - 1.0:
@@ -320,7 +362,10 @@ class FallDetector:
                 return self._confirm(score, t, down)
             if t >= self._cooldown_until and self._smoothed_above() and self._cnn_may_start(t):
                 if not self.cfg.confirm_s or down is None:
-                    return [self._start(score, t, centre_frame, evidence=evidence)]
+                    ctx = self._context(t)
+                    if ctx.refusal:
+                        return []
+                    return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx)]
                 if not self._was_up(t):
                     return []
                 frame = None if centre_frame is None else centre_frame.copy()
@@ -328,6 +373,7 @@ class FallDetector:
                 self._down.clear()
             else:
                 self._refusing = False
+                self._said = ""
             return []
         ev.peak_score = max(ev.peak_score, score)
         if self.cfg.latch:
@@ -350,6 +396,7 @@ class FallDetector:
         fall raises an event with the next window (whose picture it carries), if `decision` lets
         a pose fall raise one; the fallen person seen up again ends the open event (`got_up`,
         with `down_s`). Every verdict is fed once: none is overwritten unseen."""
+        self._remember(t, verdict)
         if verdict.down or verdict.fall:
             self._pose_person = verdict.person or self._pose_person
         if verdict.down:
@@ -411,7 +458,11 @@ class FallDetector:
         stayed = sum(d for _, d in self._down) / len(self._down)
         if t - c.started >= confirm_s and stayed >= CONFIRM_LEVEL and self._cnn_may_start(t):
             self._candidate = None
-            return [self._start(c.peak_score, t, c.frame, started=c.started, evidence=c.evidence)]
+            ctx = self._context(t)
+            if ctx.refusal:
+                return []
+            return [self._start(c.peak_score, t, c.frame, started=c.started, evidence=c.evidence,
+                                ctx=ctx)]  # fmt: skip
         if t - c.started > confirm_s + CONFIRM_GRACE_S:
             self._candidate = None
             self.counts.unconfirmed += 1
@@ -454,21 +505,86 @@ class FallDetector:
         frame: np.ndarray | None,
         started: float | None = None,
         evidence: np.ndarray | None = None,
+        *,
+        ctx: _Context,
     ) -> FallEvent:
         # Stable and unique: the same camera never starts two events at the same instant, and a
         # replay of the same file gives the same ids.
         started = t if started is None else started
         started_at = self.wall(started)
         event_id = str(uuid.uuid5(_NAMESPACE, f"{self.device_id}/{self.camera}/{started_at:.3f}"))
-        # The person the pose stage saw down, if it did lately (the fall is about them).
-        person = self._pose_person if t - self._pose_down_at <= POSE_DOWN_S else None
-        self._open = _Open(event_id, started, started_at, score, person=person)
+        self._open = _Open(event_id, started, started_at, score, person=ctx.person)
+        self._said = ""
         self.counts.start += 1
         log.info("%s: fall started (score %.2f) event %s", self.camera, score, event_id)
-        event = self._event("start", score, t)
+        event = replace(self._event("start", score, t), others_present=ctx.others,
+                        zone=ctx.zone, flag=ctx.flag)  # fmt: skip
         if not self.keeps_pictures:
             return event
         return replace(event, evidence=Evidence(evidence, frame))
+
+    def _remember(self, t: float, verdict: PoseVerdict) -> None:
+        """Keep the people of a pose tick for POSE_DOWN_S (`_context`); a fallen person the pose
+        model no longer finds is kept where the rules last had them."""
+        seen = list(verdict.seen)
+        if verdict.person is not None and (verdict.down or verdict.fall):
+            track, (x0, y0, x1, y1) = verdict.person
+            if all(s.track != track for s in seen):
+                centre = ((x0 + x1) / 2, (y0 + y1) / 2)
+                seen.append(Seen(track, (x0, y0, x1, y1), centre, down=True))
+        self._seen.append((t, seen))
+        while self._seen and self._seen[0][0] < t - POSE_DOWN_S:
+            self._seen.popleft()
+
+    def _context(self, t: float) -> _Context:
+        """The person a fall starting at `t` is about (the one the pose stage saw down lately),
+        the others upright in view, the zone they lie in, and whether zones or
+        `when_others_present` refuse it. Without the person stage, or while it fails, nothing is
+        known and nothing refused (an alarm with less evidence)."""
+        person = self._pose_person if t - self._pose_down_at <= POSE_DOWN_S else None
+        if self.when_others is None or not self.pose_ok:
+            return _Context(person)
+        latest: dict[int, Seen] = {}  # each person's last state (oldest ticks first)
+        for at, seen in self._seen:
+            if t - at <= POSE_DOWN_S:
+                latest.update((s.track, s) for s in seen)
+        # Who may have fallen: the people seen down; if nobody was, everyone seen (what the
+        # classifier alone may have reacted to).
+        who = [s for s in latest.values() if s.down] or list(latest.values())
+        zone = None
+        if self.zones and who:
+            counting = [s for s in who if self.zones.refusal(s.at) is None]
+            if not counting:
+                why = f"the person lay inside {self.zones.refusal(who[0].at)}"
+                return self._refuse(t, why, "in_zone")
+            mine = next((s for s in counting if person and s.track == person[0]), counting[0])
+            person = (mine.track, mine.box) if mine.down else person
+            zone = self.zones.named(mine.at)
+        others = self._others(t, person[0] if person is not None else None)
+        if others and self.when_others == "suppress":
+            who_else = "person" if others == 1 else "people"
+            why = f"{others} other {who_else} upright in view (when_others_present: suppress)"
+            return self._refuse(t, why, "others_present")
+        flag = "others_present" if others and self.when_others == "flag" else None
+        return _Context(person, others, zone, flag)
+
+    def _others(self, t: float, faller: int | None) -> int | None:
+        """The most people upright at one pose tick of the last OTHERS_S, the fallen person
+        aside (not known: one of them is taken to be them); None without a tick to tell."""
+        most = None
+        for at, seen in self._seen:
+            if t - OTHERS_S - 1e-6 <= at <= t + 1e-6:
+                up = [s for s in seen if s.upright and not s.down and s.track != faller]
+                most = max(most or 0, len(up) if faller is not None else len(up) - 1)
+        return most
+
+    def _refuse(self, t: float, why: str, counter: str) -> _Context:
+        """A fall refused at `t` (logged and counted once while it goes on)."""
+        if self._said != why:
+            self._said = why
+            setattr(self.counts, counter, getattr(self.counts, counter) + 1)
+            log.info("%s: fall at %.1f: no alarm: %s", self.camera, t, why)
+        return _Context(refusal=why)
 
     def _end(self, score: float, t: float, reason: str, down_s: float | None = None) -> FallEvent:
         event = replace(self._event("end", score, t, reason), down_s=down_s)

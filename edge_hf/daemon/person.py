@@ -283,6 +283,7 @@ class PersonStage:
             who, (x0, y0, x1, y1) = verdict.person
             h, w = frame_hw
             verdict.person = (who, (x0 / w, y0 / h, x1 / w, y1 / h))
+        verdict.seen = [s.scaled(frame_hw[1], frame_hw[0]) for s in verdict.seen]  # (the same)
         self.counters.frames += 1
         self.counters.found += bool(people)
         if verdict.new_fall:
