@@ -137,18 +137,18 @@ def pose_frame(
 # Local contrast for grey (night) frames: the pose model finds a lying person on 21 % of the
 # night condition's ticks with it, 12 % without (experiments/look_bench.py; 60 % in daylight).
 _CLAHE = cv2.createCLAHE(clipLimit=2.0, tileGridSize=(4, 4))
-GREY_LEVELS = 3.0  # mean |B - G| and |G - R| below this: a grey (infrared) picture (an
-# infrared camera through H.264 or MJPEG: 0-2; the dullest daylight room here: 4.2)
+GREY_LEVELS = 8  # a pixel whose channels differ by more than this has colour ...
+GREY_SHARE = 0.005  # ... and a picture with fewer such pixels than this share is grey: a night
+# render through MJPEG has none, a daylight room here at least 14 %, a far scene's colour patch
+# in a grey canvas at least 1.5 %
 
 
 def is_grey(frame: np.ndarray) -> bool:
     """Whether a 3-channel frame is grey (an infrared camera's night picture), from every 4th
-    pixel of every 4th row."""
+    pixel of every 4th row: fewer than GREY_SHARE of them with colour."""
     f = frame[::4, ::4].astype(np.int16)
-    return bool(
-        np.abs(f[..., 0] - f[..., 1]).mean() < GREY_LEVELS
-        and np.abs(f[..., 1] - f[..., 2]).mean() < GREY_LEVELS
-    )
+    colour = np.maximum(np.abs(f[..., 0] - f[..., 1]), np.abs(f[..., 1] - f[..., 2]))
+    return bool((colour > GREY_LEVELS).mean() < GREY_SHARE)
 
 
 class PoseEstimator:
@@ -416,7 +416,7 @@ def clip_people(
             f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{crop}|{rate_hz:g}|"
             f"{estimator.path.resolve()}|{estimator.path.stat().st_size}|{estimator.side}"
             + (f"|{look}" if look is not None else "")
-            + f"|grey-clahe-{GREY_LEVELS:g}"  # (grey frames get local contrast since 2026-12-07)
+            + f"|grey-clahe-{GREY_LEVELS}-{GREY_SHARE:g}"  # (local contrast on grey frames)
         )
         cached = cache_dir / f"people-{hashlib.sha1(key.encode()).hexdigest()[:20]}.json"
         if cached.exists():
