@@ -312,7 +312,10 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
         cfg, sink, config_name=str(config), notifier=notifier, stop=stop,
         on_batch=metrics.inference.observe if metrics is not None else None,
     )  # fmt: skip
-    journal.keep = pipeline.restore_open  # a latched fall outlives a restart (#42 item 8)
+    # A latched fall outlives a restart (#42 item 8), and escalates once, not again (#43).
+    journal.keep = lambda e: pipeline.restore_open(
+        e, escalated=journal.journal.escalation(e.event_id) is not None
+    )
     if metrics is not None:
         metrics.watch(pipeline.snapshot)
         try:

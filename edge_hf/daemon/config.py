@@ -117,6 +117,10 @@ class DetectionConfig(_Section):
     # 2 s) ends the event, latched too, end_reason `got_up` with `down_s`. Off by default: a
     # latched alarm is cleared by a person, and a person sitting up on the floor is not up.
     end_when_up: bool = False
+    # "Still on the floor": a fall whose person is still down this long after its start (the
+    # pose rules see someone down or fallen; without the person stage, the model's P(falling or
+    # down)) sends an `escalation` event (same event_id, `down_s`) once. 0 or null: never.
+    escalate_after_s: float | None = Field(60.0, ge=0, le=7 * 24 * 3600)
 
     @model_validator(mode="after")
     def _k_le_n(self) -> DetectionConfig:

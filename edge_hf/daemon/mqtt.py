@@ -18,7 +18,8 @@ Topics (prefix `edge_hf` by default):
 - `<prefix>/<device>/<camera>/status`      retained `online` / `slow` / `overloaded` /
                                           `degraded` / `blind` / `stalled` / `offline`
 - `<prefix>/<device>/<camera>/fall`        retained `ON` / `OFF`
-- `<prefix>/<device>/<camera>/event`       QoS 1 JSON event (see `event.schema.json`)
+- `<prefix>/<device>/<camera>/event`       QoS 1 JSON event: start, escalation, end
+                                          (see `event.schema.json`)
 - `<prefix>/<device>/<camera>/attributes`  retained: the camera's last event (entity attributes)
 - `<prefix>/<device>/<camera>/snapshot`    retained JPEG of the last fall (`detection.snapshot`)
 - `<prefix>/<device>/<camera>/ack`         subscribed: any payload acknowledges a latched fall
@@ -500,14 +501,15 @@ class MqttSink:
             return  # a camera that left the config (an earlier run's open event ending)
         self._attributes[cam] = payload  # retained, not durable: re-said after every connect
         self._state(f"{self.base}/{cam}/attributes", payload)
-        state = "ON" if event.type == "start" else "OFF"
+        state = "OFF" if event.type == "end" else "ON"  # (an escalation: still ON)
         if self._fall.get(cam) != state:
             self._fall[cam] = state
             self._durable(f"{self.base}/{cam}/fall", state, retain=True)
 
     def restore(self, event: FallEvent) -> None:
-        """A fall still latched from the last run: the camera's state is ON (re-said as it is
-        after every connect: the retained ON stays ON, no edge), nothing is sent again."""
+        """A fall still latched from the last run (its start, then its escalation if it had
+        one): the camera's state is ON (re-said as it is after every connect: the retained ON
+        stays ON, no edge), nothing is sent again."""
         if event.camera in self._fall:
             self._fall[event.camera] = "ON"
             self._attributes[event.camera] = event.to_json()

@@ -75,6 +75,7 @@ class CameraRuntime:
             status=self.status,
             events_started=self.detector.counts.start,
             events_ended=self.detector.counts.end,
+            events_escalated=self.detector.counts.escalation,
         )
 
 
@@ -318,11 +319,14 @@ class Pipeline:
         elif cam.status in ("slow", "overloaded", "blind", "degraded"):
             log.info("%s: camera %s again (was %s)", name, status, cam.status)
 
-    def restore_open(self, event: FallEvent) -> bool:
+    def restore_open(self, event: FallEvent, escalated: bool = False) -> bool:
         """An earlier run's open `start` (the journal's): held open again by its camera's
-        detector if still latched (`FallDetector.restore`); False: end it."""
+        detector if still latched (`FallDetector.restore`; `escalated`: it escalated already);
+        False: end it."""
         cam = next((c for c in self.cameras if c.cfg.name == event.camera), None)
-        return cam is not None and cam.detector.restore(event, time.monotonic(), time.time())
+        return cam is not None and cam.detector.restore(
+            event, time.monotonic(), time.time(), escalated
+        )
 
     def command(self, camera: str, command: str) -> None:
         """A command from outside (any thread): `ack` ends the camera's latched fall."""

@@ -25,7 +25,7 @@ class AlertSink(Protocol):
         ...
 
     def send(self, event: FallEvent) -> None:
-        """Deliver one event (start/end); durable sinks persist it before returning."""
+        """Deliver one event (start/escalation/end); durable sinks persist it before returning."""
         ...
 
     def camera_status(self, camera: str, status: str) -> None:
@@ -226,7 +226,7 @@ class AlertThread(ForwardingSink):
         if self._thread is None:  # not started (replay, tests): in the caller's thread
             self.inner.send(event)
             return
-        if self.journal is not None and event.type == "start":
+        if self.journal is not None and event.type in ("start", "escalation"):
             self.journal.record(event)
         ev = event.evidence
         if ev is not None:

@@ -48,6 +48,8 @@ class SnapshotSink(ForwardingSink):
             event = replace(event, snapshot=path, evidence=None, jpeg=data)
         elif event.type == "end" and event.event_id in self._paths:
             event = replace(event, snapshot=self._paths.pop(event.event_id))
+        elif event.type == "escalation" and event.event_id in self._paths:
+            event = replace(event, snapshot=self._paths[event.event_id])
         self.inner.send(event)
 
     def _write(self, event: FallEvent) -> tuple[str, bytes] | None:
