@@ -43,6 +43,7 @@ from edge_hf.core.errors import shown
 from edge_hf.core.posefall import PoseVerdict
 from edge_hf.daemon.config import DetectionConfig
 from edge_hf.daemon.lograte import LogRate
+from edge_hf.daemon.skeleton import Skeleton
 
 log = logging.getLogger(__name__)
 _NAMESPACE = uuid.UUID("6f2f6c1e-9a7e-4c55-9d8e-2f0d3f0c4e11")
@@ -104,10 +105,13 @@ class ModelInfo:
 @dataclass(frozen=True)
 class Evidence:
     """The picture of a fall's start, handed to `SnapshotSink`: the window's centre frame at the
-    camera's resolution (BGR) when the ring kept it, else as the model saw it (RGB)."""
+    camera's resolution (BGR) when the ring kept it, else as the model saw it (RGB); or, with
+    `snapshots.mode: skeleton`, no picture and the people to draw (`skeleton`)."""
 
     camera_bgr: np.ndarray | None
     model_rgb: np.ndarray | None
+    skeleton: Skeleton | None = None
+    t: float | None = None  # the window's newest sample time (the camera's clock): event clips
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ class Discovery:
     cameras: tuple[str, ...] = ()
     snapshot_cameras: frozenset[str] = field(default_factory=frozenset)
     model_name: str = ""
+    snapshot_type: str = "image/png"  # snapshots.mode skeleton; image/jpeg with mode image
 
     @property
     def base(self) -> str:
@@ -145,7 +146,7 @@ def camera_config(
         }),
         "acknowledge": ("Acknowledge", {"command_topic": f"{base}/ack", "payload_press": "ACK"}),
         "snapshot": ("Snapshot", {
-            "image_topic": f"{base}/snapshot", "content_type": "image/jpeg",
+            "image_topic": f"{base}/snapshot", "content_type": d.snapshot_type,
         }),
         # "Still on the floor": since when, from the camera's last event (an escalation);
         # unknown otherwise. Home Assistant shows a timestamp as "3 minutes ago", counting.
