@@ -173,6 +173,23 @@ def test_a_fall_held_open_across_a_restart_escalates_once_not_again() -> None:
     assert again.down_s is not None and 99.9 <= again.down_s <= 100.1
 
 
+def test_a_person_who_got_up_and_fell_again_while_the_alarm_is_on_is_escalated() -> None:
+    """Latched (the default), a fall whose person got up stays on without escalating; if they
+    fall again before anyone cleared it, the escalation is due again."""
+    det = FallDetector("hall", "box", DetectionConfig(escalate_after_s=60.0), 0.5,
+                       ModelInfo("m.onnx", 3, 100.0), decision="pose")  # fmt: skip
+    start = _start()
+    assert det.restore(start, 1000.0, start.started_at + 100.0)
+    up = PoseVerdict(down=False, fall=False, t=1000.0, got_up=[(1, 30.0)])
+    assert det.on_pose(1000.0, up) == []
+    quiet = [e for k in range(20) for e in det.on_pose(1000.1 + k / 10, _verdict(1000.1, True))]
+    assert quiet + det.update(0.1, 1002.5) == [], "got up: nobody to escalate"
+    again = replace(_verdict(1003.0, True), new_fall=True)
+    assert det.on_pose(1003.0, again) == []
+    (escalation,) = det.update(0.1, 1003.1)
+    assert escalation.type == "escalation"
+
+
 # ------------------------------------------------------------------ the journal
 
 

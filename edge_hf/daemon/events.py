@@ -385,6 +385,8 @@ class FallDetector:
             self._pose_fall_at = t
             self._pose_person = verdict.person
         ev = self._open
+        if ev is not None and verdict.new_fall:
+            ev.got_up = False  # down again while the alarm is still on: escalates as before
         if ev is not None and verdict.got_up:
             ups = dict(verdict.got_up)
             mine = ev.person[0] if ev.person is not None else None
