@@ -139,6 +139,7 @@ def _daemon_config(work: Path, video: Path, port: int, loop: bool) -> Path:
         "model": {"path": str(MODEL), "providers": ["cpu"], "threshold": THRESHOLD},
         "cameras": [{"name": "hall", "source": str(video), "loop": loop}],
         "detection": {"snapshot": True},
+        "snapshots": {"mode": "image"},  # (the demo runs without the person stage to draw)
         "mqtt": {"enabled": True, "host": "127.0.0.1", "port": port},
         "state_dir": str(work / "state"),
     }))  # fmt: skip

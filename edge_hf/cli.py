@@ -71,10 +71,16 @@ def _cmd_check(args: argparse.Namespace) -> int:
         threshold, confirm_s = camera_operating_point(cfg, contract, cam)
         latch = f"latched until acknowledged or {d.clear_after_s:g} s" if d.latch else "unlatched"
         zones = "".join(f", zone {z.name} ({z.kind})" for z in cam.zones)
+        snap = f"on ({cfg.snapshots.mode})" if d.snapshot else "off"
+        after = d.escalate_after_s
+        escalate = f"escalation after {after:g} s down" if after else "no escalation"
         print(
             f"  {cam.name}: threshold {threshold:g}, confirm {confirm_s:g} s, "
-            f"{latch}, snapshot {'on' if d.snapshot else 'off'}{zones}"
+            f"{latch}, {escalate}, snapshot {snap}{zones}"
         )
+    c = cfg.clips
+    if c.enabled:
+        print(f"  clips: on ({c.mode}), {c.pre_s:g} s before to {c.post_s:g} s after each fall")
     person = cfg.person
     centred = ", person-centred windows (edge_hf.crop)" if contract.crop != "full" else ""
     print(

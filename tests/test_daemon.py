@@ -339,8 +339,9 @@ def test_replay_of_the_demo_fall_gives_one_start_and_one_end(
     demo_clips: dict[str, Path], tmp_path: Path
 ) -> None:
     cfg = _config(
-        SHIPPED_MODEL, tmp_path, {"fall": demo_clips["fall_demo"]}, detection={"snapshot": True}
-    )
+        SHIPPED_MODEL, tmp_path, {"fall": demo_clips["fall_demo"]}, detection={"snapshot": True},
+        snapshots={"mode": "image"},  # the camera's picture (the default draws skeletons: #43)
+    )  # fmt: skip
     lines_sink = JsonLinesSink(stream=open(tmp_path / "events.jsonl", "w"))  # noqa: SIM115
     recorder = RecordingSink()
     sink = with_snapshots(cfg, TeeSink(lines_sink, recorder))

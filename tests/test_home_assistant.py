@@ -62,6 +62,8 @@ def _config(tmp_path: Path, video: Path, port: int | None, loop: bool, **detecti
     }
     if port is not None:
         doc["mqtt"] = {"enabled": True, "port": port}
+    if detection.get("snapshot"):
+        doc["snapshots"] = {"mode": "image"}  # the camera's picture (the default: skeletons, #43)
     path.write_text(json.dumps(doc))  # JSON is YAML
     return path
 
@@ -200,7 +202,8 @@ def test_an_ack_over_mqtt_clears_a_latched_fall(
     )
     sub = Subscriber(broker.port, "edge_hf/box/hall/#")
     time.sleep(0.5)
-    mqtt_sink = MqttSink(cfg.mqtt, "box", ["hall"], cfg.state_dir, snapshot_cameras=["hall"])
+    mqtt_sink = MqttSink(cfg.mqtt, "box", ["hall"], cfg.state_dir, snapshot_cameras=["hall"],
+                         snapshot_type="image/jpeg")  # fmt: skip
     pipeline = build_pipeline(cfg, with_snapshots(cfg, mqtt_sink), score_history=None)
     pipeline.start()
     runner = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})

@@ -29,7 +29,7 @@ def _is_event(event: Any) -> bool:
     return (
         isinstance(event, dict)
         and all(isinstance(event.get(k), str) and event[k] for k in _EVENT_KEYS)
-        and event["type"] in ("start", "end")
+        and event["type"] in ("start", "escalation", "end")
     )
 
 
@@ -83,11 +83,12 @@ def watch_alerts(
             seen[key] = None
             if len(seen) > SEEN_MAX:
                 seen.popitem(last=False)
-            kind = "FALL" if event.get("type") == "start" else "fall over"
+            kind = {"start": "FALL", "escalation": "ON FLOOR"}.get(event["type"], "fall over")
             where = f"{event.get('device_id')}/{event.get('camera')}"
+            down = f" down {event.get('down_s')} s" if event["type"] == "escalation" else ""
             say(
                 f"{event.get('time')} {kind:9s} {where} score {event.get('score')} "
-                f"peak {event.get('peak_score')} id {event.get('event_id')}"
+                f"peak {event.get('peak_score')}{down} id {event.get('event_id')}"
             )
         else:
             say(f"{msg.topic} {text}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import signal
 import threading
@@ -67,6 +68,7 @@ def check(path: Path) -> tuple[Config, ModelContract]:
     contract = read_contract(cfg.model.path)
     check_against_model(cfg, contract, str(path))
     check_state_dir(cfg)
+    _say_if_skeletons_show_nobody(cfg)
     if not _held_by_a_daemon(cfg.state_dir):  # else the port is presumably that daemon's
         check_metrics_port(cfg)
     if cfg.person.model is not None:
@@ -106,6 +108,54 @@ def with_snapshots(cfg: Config, sink: AlertSink) -> AlertSink:
     return SnapshotSink(sink, cfg.state_dir / StateFiles.SNAPSHOTS, kept) if kept else sink
 
 
+def _say_if_skeletons_show_nobody(cfg: Config) -> None:
+    """Skeleton snapshots and clips draw the person stage's people: without it, nobody."""
+    snaps = any(cfg.detection_for(c).snapshot for c in cfg.enabled_cameras())
+    if cfg.person.model is not None:
+        return
+    if snaps and cfg.snapshots.mode == "skeleton":
+        log.warning(
+            "detection.snapshot: snapshots.mode skeleton draws the people the person stage "
+            "finds, and person.model is unset: the snapshots will show nobody; set person.model, "
+            "or snapshots.mode: image for the camera's picture"
+        )
+    if cfg.clips.enabled and cfg.clips.mode == "skeleton":
+        log.warning(
+            "clips.enabled: clips.mode skeleton draws the people the person stage finds, and "
+            "person.model is unset: no clip will be written; set person.model, or clips.mode: "
+            "image"
+        )
+
+
+def with_clips(cfg: Config, sink: AlertSink, live: bool = True) -> AlertSink:
+    """`sink` behind a `ClipSink` when `clips.enabled` (its sources come with the pipeline:
+    `attach_clips`); `sink` itself otherwise."""
+    if not cfg.clips.enabled:
+        return sink
+    from edge_hf.daemon.clips import ClipSink
+
+    return ClipSink(sink, cfg.state_dir / StateFiles.CLIPS, cfg.clips, {}, live)
+
+
+def attach_clips(sink: AlertSink, pipeline: Pipeline) -> None:
+    """Give a `ClipSink` (`with_clips`) each camera's frames: its pose ticks drawn as skeletons
+    (`clips.mode: skeleton`, with the person stage) or its ring (`image`)."""
+    from edge_hf.daemon.clips import ClipSink, ClipSource, RingFrames, SkeletonFrames
+
+    if not isinstance(sink, ClipSink):
+        return
+    sources: dict[str, ClipSource] = {}
+    for cam in pipeline.cameras:
+        if sink.cfg.mode == "image":
+            sources[cam.cfg.name] = RingFrames(cam.ring, 1.0 / cam.interval_s)
+        elif pipeline.person is not None:
+            person = pipeline.person
+            sources[cam.cfg.name] = SkeletonFrames(
+                person.poses_between, cam.cfg.name, person.cfg.rate_hz
+            )
+    sink.sources = sources
+
+
 def make_sink(cfg: Config, statuses: bool = False) -> AlertSink:
     """JSON lines on stdout, plus the MQTT publisher when `mqtt.enabled`."""
     lines = JsonLinesSink(statuses=statuses)
@@ -116,7 +166,8 @@ def make_sink(cfg: Config, statuses: bool = False) -> AlertSink:
     enabled = cfg.enabled_cameras()
     cams = [c.name for c in enabled]
     snaps = [c.name for c in enabled if cfg.detection_for(c).snapshot]
-    mqtt = MqttSink(cfg.mqtt, cfg.device_id, cams, cfg.state_dir, cfg.model.path.name, snaps)
+    kind = "image/png" if cfg.snapshots.mode == "skeleton" else "image/jpeg"
+    mqtt = MqttSink(cfg.mqtt, cfg.device_id, cams, cfg.state_dir, cfg.model.path.name, snaps, kind)
     return TeeSink(lines, mqtt)
 
 
@@ -140,7 +191,10 @@ def _camera(
     evidence = samples + 2 if detection.snapshot else 0
     # A person-crop model's frames are kept larger: each window is cut from them (pipeline).
     frame_size = work_size(contract.input_size) if rule_of(contract) else contract.input_size
-    ring = FrameRing(max(4 * samples, 16), (*frame_size, 3), wake, evidence_slots=evidence)
+    slots = max(4 * samples, 16)
+    if cfg.clips.enabled and cfg.clips.mode == "image":  # (the clip's frames, and a margin)
+        slots = max(slots, math.ceil((cfg.clips.pre_s + cfg.clips.post_s + 5.0) / interval_s))
+    ring = FrameRing(slots, (*frame_size, 3), wake, evidence_slots=evidence)
     detector = FallDetector(
         cam.name,
         cfg.device_id,
@@ -151,6 +205,7 @@ def _camera(
         zones=cam.zone_rules(),
         when_others=cfg.person.when_others_present if person is not None else None,
     )
+    detector.keeps_pictures = detection.snapshot or cfg.clips.enabled  # (a clip's time too)
     pose_slot = person.slot() if person is not None else None
     thread = None
     if stop is not None:
@@ -230,6 +285,7 @@ def build_pipeline(
         )
         use_one_cpu_thread()
     info = ModelInfo(cfg.model.path.name, contract.window, contract.interval_ms)
+    _say_if_skeletons_show_nobody(cfg)
     wake = threading.Event()
     stop = stop or threading.Event()
     person = None
@@ -302,10 +358,8 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
     # Open fall events are journaled: a crash's leftovers are ended at the next start.
     # ... and every sink runs on the alert thread, never on the inference loop (#42 item 7).
     # The journal first: an open fall is on disk before its picture is encoded.
-    journal = JournalSink(
-        with_snapshots(cfg, make_sink(cfg, statuses)),
-        OpenEvents(cfg.state_dir / StateFiles.OPEN_EVENTS),
-    )
+    clips = with_clips(cfg, with_snapshots(cfg, make_sink(cfg, statuses)))
+    journal = JournalSink(clips, OpenEvents(cfg.state_dir / StateFiles.OPEN_EVENTS))
     sink = AlertThread(journal, journal=journal.journal)
     metrics = None
     if cfg.metrics.enabled:
@@ -316,7 +370,11 @@ def run(config: Path, drain_s: float = 5.0, statuses: bool = False) -> int:
         cfg, sink, config_name=str(config), notifier=notifier, stop=stop,
         on_batch=metrics.inference.observe if metrics is not None else None,
     )  # fmt: skip
-    journal.keep = pipeline.restore_open  # a latched fall outlives a restart (#42 item 8)
+    attach_clips(clips, pipeline)
+    # A latched fall outlives a restart (#42 item 8), and escalates once, not again (#43).
+    journal.keep = lambda e: pipeline.restore_open(
+        e, escalated=journal.journal.escalation(e.event_id) is not None
+    )
     if metrics is not None:
         metrics.watch(pipeline.snapshot)
         try:
@@ -428,9 +486,9 @@ def replay(req: ReplayRequest) -> int:
         log.info("replay --publish: under %s/%s/... as client %s, never the live device's topics",
                  cfg.mqtt.topic_prefix, cfg.device_id, cfg.mqtt.client_id)  # fmt: skip
     name = str(req.config) if req.config else "replay"
-    pipeline = build_pipeline(
-        cfg, with_snapshots(cfg, make_sink(cfg)), config_name=name, score_history=None, live=False
-    )
+    sink = with_clips(cfg, with_snapshots(cfg, make_sink(cfg)), live=False)
+    pipeline = build_pipeline(cfg, sink, config_name=name, score_history=None, live=False)
+    attach_clips(sink, pipeline)
     t0 = time.perf_counter()
     try:
         replay_files(pipeline, req.origin_unix, req.hold_end_s)

@@ -120,6 +120,10 @@ class DetectionConfig(_Section):
     # 2 s) ends the event, latched too, end_reason `got_up` with `down_s`. Off by default: a
     # latched alarm is cleared by a person, and a person sitting up on the floor is not up.
     end_when_up: bool = False
+    # "Still on the floor": a fall whose person is still down this long after its start (the
+    # pose rules see someone down or fallen; without the person stage, the model's P(falling or
+    # down)) sends an `escalation` event (same event_id, `down_s`) once. 0 or null: never.
+    escalate_after_s: float | None = Field(60.0, ge=0, le=7 * 24 * 3600)
 
     @model_validator(mode="after")
     def _k_le_n(self) -> DetectionConfig:
@@ -391,6 +395,28 @@ class PersonConfig(_Section):
     when_others_present: Literal["alert", "flag", "suppress"] = "alert"
 
 
+class SnapshotsConfig(_Section):
+    """What a fall's snapshot (`detection.snapshot`) shows: `skeleton` (the default) the person
+    stage's people as stick figures on a plain background at the camera's resolution (PNG: no
+    image of anyone leaves the box), or `image` the camera's picture (JPEG)."""
+
+    mode: Literal["skeleton", "image"] = "skeleton"
+
+
+class ClipsConfig(_Section):
+    """An event clip around each fall's start (`pre_s` before, `post_s` after): `skeleton` an
+    animated GIF of the person stage's people (needs `person.model`), `image` an MP4 of the
+    frames the camera's ring holds (as the model sees them). Written under state_dir/clips by
+    the alert sinks, the oldest deleted past `keep` files or `max_mb`, announced on MQTT."""
+
+    enabled: bool = False
+    pre_s: float = Field(5.0, ge=0, le=30)
+    post_s: float = Field(10.0, ge=0, le=60)
+    mode: Literal["skeleton", "image"] = "skeleton"
+    keep: int = Field(50, ge=1, le=100_000)
+    max_mb: float = Field(500.0, gt=0, le=1_000_000)
+
+
 class MetricsConfig(_Section):
     """The Prometheus endpoint (loopback by default: scores reveal activity in a room)."""
 
@@ -409,6 +435,8 @@ class Config(_Section):
     mqtt: MqttConfig = MqttConfig()
     metrics: MetricsConfig = MetricsConfig()
     person: PersonConfig = PersonConfig()
+    snapshots: SnapshotsConfig = SnapshotsConfig()
+    clips: ClipsConfig = ClipsConfig()
     stats_interval_s: float = Field(60.0, gt=0)  # retained MQTT stats topic
     state_dir: Path = Path("/var/lib/edge-hf")
     max_batch: int = Field(16, ge=1)
@@ -683,6 +711,7 @@ class StateFiles:
     WRITE_TEST = ".write-test"
     OPEN_EVENTS = "open-events.json"
     ANNOUNCED = "announced.json"
+    CLIPS = "clips"
 
 
 # None of these may be a link planted by someone else (with SQLite's and the atomic writes' side
@@ -691,7 +720,7 @@ STATE_ENTRIES = (
     StateFiles.OUTBOX, *(f"{StateFiles.OUTBOX}-{x}" for x in ("wal", "shm", "journal")),
     StateFiles.LOCK, StateFiles.SNAPSHOTS, StateFiles.TRT_CACHE, StateFiles.WRITE_TEST,
     StateFiles.OPEN_EVENTS, f"{StateFiles.OPEN_EVENTS}.tmp",
-    StateFiles.ANNOUNCED, f"{StateFiles.ANNOUNCED}.tmp",
+    StateFiles.ANNOUNCED, f"{StateFiles.ANNOUNCED}.tmp", StateFiles.CLIPS,
 )  # fmt: skip
 
 

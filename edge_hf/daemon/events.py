@@ -23,6 +23,8 @@ With the person stage, every start is judged against the people it saw last (`_c
 camera's zones (`edge_hf.core.zones`) refuse a fall whose person lies inside an `ignore` zone, or
 outside the `floor` zones; the others upright in view are counted (`others_present`), and
 `person.when_others_present` flags or suppresses the fall they saw.
+"Still on the floor" (`escalate_after_s`): an open fall whose person is still down that long
+after its start sends one `escalation` (same event_id, `down_s`); none once its person got up.
 Events are `FallEvent` objects, serialised once (`as_dict`/`to_json`) by whichever sink sends them.
 """
 
@@ -46,6 +48,7 @@ from edge_hf.core.posefall import PoseVerdict, Seen
 from edge_hf.core.zones import Zones
 from edge_hf.daemon.config import DetectionConfig
 from edge_hf.daemon.lograte import LogRate
+from edge_hf.daemon.skeleton import Skeleton
 
 log = logging.getLogger(__name__)
 _NAMESPACE = uuid.UUID("6f2f6c1e-9a7e-4c55-9d8e-2f0d3f0c4e11")
@@ -107,18 +110,21 @@ class ModelInfo:
 @dataclass(frozen=True)
 class Evidence:
     """The picture of a fall's start, handed to `SnapshotSink`: the window's centre frame at the
-    camera's resolution (BGR) when the ring kept it, else as the model saw it (RGB)."""
+    camera's resolution (BGR) when the ring kept it, else as the model saw it (RGB); or, with
+    `snapshots.mode: skeleton`, no picture and the people to draw (`skeleton`)."""
 
     camera_bgr: np.ndarray | None
     model_rgb: np.ndarray | None
+    skeleton: Skeleton | None = None
+    t: float | None = None  # the window's newest sample time (the camera's clock): event clips
 
 
 @dataclass(frozen=True)
 class FallEvent:
-    """One `start` or `end` of a fall on a camera; the payload every sink sends."""
+    """One `start`, `escalation` or `end` of a fall on a camera; the payload every sink sends."""
 
     event_id: str
-    type: str  # "start" or "end"
+    type: str  # "start", "escalation" (still on the floor after escalate_after_s) or "end"
     camera: str
     device_id: str
     time: float  # Unix seconds
@@ -135,7 +141,8 @@ class FallEvent:
     # the person stage's person the fall is about: track id and box (x0, y0, x1, y1, 0-1 of the
     # camera's view); None without the person stage or when it saw nobody down
     person: tuple[int, tuple[float, float, float, float]] | None = None
-    down_s: float | None = None  # end with got_up: how long the person was down
+    # escalation: seconds since the fall's start; end with got_up: how long the person was down
+    down_s: float | None = None
     # start only: the snapshot's JPEG bytes, encoded once by SnapshotSink (never serialised; the
     # MQTT sink publishes them without reading the file back)
     jpeg: bytes | None = field(default=None, compare=False, repr=False)
@@ -173,6 +180,8 @@ class FallEvent:
             out["end_reason"] = self.end_reason
             if self.down_s is not None:
                 out["down_s"] = round(float(self.down_s), 1)
+        if self.type == "escalation" and self.down_s is not None:
+            out["down_s"] = round(float(self.down_s), 1)
         return out
 
     def to_json(self) -> str:
@@ -199,6 +208,7 @@ class FallEvent:
                 raise ValueError("person.box is not 4 numbers")
             person = (int(d["person"]["track"]), box)
         others, zone, flag = d.get("others_present"), d.get("zone"), d.get("flag")
+        down_s = d.get("down_s")
         return cls(
             d["event_id"], d["type"], d["camera"], d["device_id"],
             unix(d.get("time", d["started_at"])), unix(d["started_at"]),
@@ -210,6 +220,7 @@ class FallEvent:
             others_present=int(others) if isinstance(others, int) else None,
             zone=zone if isinstance(zone, str) else None,
             flag=flag if isinstance(flag, str) else None,
+            down_s=float(down_s) if isinstance(down_s, (int, float)) else None,
         )  # fmt: skip
 
 
@@ -223,6 +234,8 @@ class _Open:
     peak_score: float
     below: int = 0  # consecutive windows under the threshold
     person: tuple[int, tuple[float, float, float, float]] | None = None
+    escalated: bool = False  # its `escalation` went out (once per fall)
+    got_up: bool = False  # its person was seen up again: never escalated
 
 
 @dataclass
@@ -243,6 +256,7 @@ class DetectorCounts:
     not_up_before: int = 0  # descents refused because the person was not up before them
     in_zone: int = 0  # falls refused: the person lay in an `ignore` zone / outside `floor` zones
     others_present: int = 0  # falls refused: others upright in view (when_others_present)
+    escalation: int = 0  # falls still down after escalate_after_s
     by_reason: dict[str, int] = field(default_factory=dict)
 
 
@@ -304,6 +318,10 @@ class FallDetector:
         self._pose_down_at = float("-inf")
         self._pose_fall_at: float | None = None  # a pose fall fed, raised with the next window
         self._pose_person: tuple[int, tuple[float, float, float, float]] | None = None
+        self._pose_fed = False  # a pose verdict came (the person stage is on)
+        # (t, whether anyone was down or fallen) of the newest pose tick: "still on the floor"
+        self._lying: tuple[float, bool] = (float("-inf"), False)
+        self._not_up: deque[tuple[float, float]] = deque()  # (t, P(falling or down)), POSE_DOWN_S
         # False while this camera's person stage is failing (`degraded`): the classifier then
         # decides alone, as with decision `cnn`, rather than not at all.
         self.pose_ok = True
@@ -352,6 +370,11 @@ class FallDetector:
             if ctx.refusal:
                 return []
             return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx)]
+            return [self._start(score, t, centre_frame, evidence=evidence)]
+        if down is not None:
+            self._not_up.append((t, score + down))
+            while self._not_up[0][0] < t - POSE_DOWN_S:
+                self._not_up.popleft()
         if down is not None and self.cfg.up_before_s:
             self._up.append((t, 1.0 - score - down))
             while self._up[0][0] < t - self.cfg.up_before_s - UP_BEFORE_GAP_S - 1.0:
@@ -376,6 +399,8 @@ class FallDetector:
                 self._said = ""
             return []
         ev.peak_score = max(ev.peak_score, score)
+        if self._escalation_due(ev, t):
+            return [self._escalate(score, t)]
         if self.cfg.latch:
             if t - ev.started >= self.cfg.clear_after_s:
                 return [self._end(score, t, "timeout")]
@@ -397,6 +422,9 @@ class FallDetector:
         a pose fall raise one; the fallen person seen up again ends the open event (`got_up`,
         with `down_s`). Every verdict is fed once: none is overwritten unseen."""
         self._remember(t, verdict)
+        self._pose_fed = True
+        if t >= self._lying[0]:
+            self._lying = (t, verdict.down or verdict.fall)
         if verdict.down or verdict.fall:
             self._pose_person = verdict.person or self._pose_person
         if verdict.down:
@@ -405,13 +433,42 @@ class FallDetector:
             self._pose_fall_at = t
             self._pose_person = verdict.person
         ev = self._open
-        if ev is not None and self.cfg.end_when_up and verdict.got_up:
+        if ev is not None and verdict.new_fall:
+            ev.got_up = False  # down again while the alarm is still on: escalates as before
+        if ev is not None and verdict.got_up:
             ups = dict(verdict.got_up)
             mine = ev.person[0] if ev.person is not None else None
             if mine is None or mine in ups:  # (another person getting up ends nothing)
-                down_s = ups[mine] if mine is not None else max(ups.values())
-                return [self._end(self.last_score, t, "got_up", down_s)]
+                ev.got_up = True  # up again: no "still on the floor" for this fall
+                if self.cfg.end_when_up:
+                    down_s = ups[mine] if mine is not None else max(ups.values())
+                    return [self._end(self.last_score, t, "got_up", down_s)]
         return []
+
+    def _escalation_due(self, ev: _Open, t: float) -> bool:
+        """Whether the open fall `ev` is still on the floor `escalate_after_s` after its start
+        (and has not escalated yet): the newest pose tick, at most POSE_DOWN_S old, saw someone
+        down or fallen; without a working person stage, the model's mean P(falling or down)
+        over POSE_DOWN_S is at least CONFIRM_LEVEL (a model without a `down` class: never)."""
+        after = self.cfg.escalate_after_s
+        if not after or ev.escalated or ev.got_up or t - ev.started < after:
+            return False
+        if self._pose_fed and self.pose_ok:
+            seen, lying = self._lying
+            return lying and t - seen <= POSE_DOWN_S
+        recent = [p for at, p in self._not_up if at >= t - POSE_DOWN_S]
+        return bool(recent) and sum(recent) / len(recent) >= CONFIRM_LEVEL
+
+    def _escalate(self, score: float, t: float) -> FallEvent:
+        ev = self._open
+        if ev is None:
+            raise RuntimeError("no fall event is open")
+        ev.escalated = True
+        self.counts.escalation += 1
+        down_s = t - ev.started
+        log.warning("%s: still on the floor %.0f s after the fall: escalation, event %s",
+                    self.camera, down_s, ev.event_id)  # fmt: skip
+        return replace(self._event("escalation", score, t), down_s=down_s)
 
     def _cnn_may_start(self, t: float) -> bool:
         """Whether the classifier may start an event or a candidate now (`decision`; alone
@@ -484,15 +541,17 @@ class FallDetector:
             return []
         return [self._end(self.last_score, t, "shutdown")]
 
-    def restore(self, event: FallEvent, t: float, now_unix: float) -> bool:
+    def restore(self, event: FallEvent, t: float, now_unix: float, escalated: bool = False) -> bool:
         """Hold an earlier run's latched `start` open again at detector time `t` (Unix time
-        `now_unix`): acknowledgement and clear_after_s apply as if this run had raised it.
+        `now_unix`): acknowledgement and clear_after_s apply as if this run had raised it, and
+        escalate_after_s (`escalated`: its escalation went out already, never twice).
         False (nothing held) when unlatched, past clear_after_s, or another event is open."""
         age = now_unix - event.started_at
         if not self.cfg.latch or self._open is not None or age >= self.cfg.clear_after_s:
             return False
         self._open = _Open(event.event_id, t - max(0.0, age), event.started_at,
-                           event.peak_score, person=event.person)  # fmt: skip
+                           event.peak_score, person=event.person,
+                           escalated=escalated)  # fmt: skip
         self._candidate = None
         log.info("%s: fall %s still latched from the last run (%.0f s ago)", self.camera,
                  event.event_id, age)  # fmt: skip

@@ -22,7 +22,7 @@ CAMERA_STATUSES = ("online", "slow", "overloaded", "degraded", "blind", "stalled
 # with snapshots on.
 ENTITIES = (
     ("binary_sensor", "fall"), ("sensor", "status"), ("event", "fall_event"),
-    ("button", "acknowledge"), ("image", "snapshot"),
+    ("button", "acknowledge"), ("image", "snapshot"), ("sensor", "down_since"),
 )  # fmt: skip
 
 
@@ -36,6 +36,7 @@ class Discovery:
     cameras: tuple[str, ...] = ()
     snapshot_cameras: frozenset[str] = field(default_factory=frozenset)
     model_name: str = ""
+    snapshot_type: str = "image/png"  # snapshots.mode skeleton; image/jpeg with mode image
 
     @property
     def base(self) -> str:
@@ -46,9 +47,13 @@ def entities(d: Discovery, camera: str, every: bool = False) -> list[tuple[str, 
     """(component, discovery topic) of a camera's entities (`every`: whether used or not)."""
     return [
         (c, f"{d.discovery_prefix}/{c}/{d.device_id}/{camera}_{o}/config")
-        for c, o in ENTITIES
-        if every or c != "image" or camera in d.snapshot_cameras
+        for c, o in (ENTITIES if every else _used(d, camera))
     ]
+
+
+def _used(d: Discovery, camera: str) -> list[tuple[str, str]]:
+    """(component, object id suffix) of the camera's entities: the image only with snapshots."""
+    return [(c, o) for c, o in ENTITIES if c != "image" or camera in d.snapshot_cameras]
 
 
 def discovery_topics(d: Discovery, camera: str) -> list[str]:
@@ -60,8 +65,8 @@ def discovery(d: Discovery) -> dict[str, dict[str, Any]]:
     """Every Home Assistant discovery payload, by topic: the box, then each camera's."""
     out = {f"{d.discovery_prefix}/binary_sensor/{d.device_id}/running/config": box_config(d)}
     for cam in d.cameras:
-        for component, topic in entities(d, cam):
-            out[topic] = camera_config(d, cam, component)
+        for (component, suffix), (_, topic) in zip(_used(d, cam), entities(d, cam), strict=True):
+            out[topic] = camera_config(d, cam, component, suffix)
     return out
 
 
@@ -92,8 +97,11 @@ def box_config(d: Discovery) -> dict[str, Any]:
     }
 
 
-def camera_config(d: Discovery, camera: str, component: str = "binary_sensor") -> dict[str, Any]:
-    """The discovery payload of one of a camera's entities."""
+def camera_config(
+    d: Discovery, camera: str, component: str = "binary_sensor", suffix: str | None = None
+) -> dict[str, Any]:
+    """The discovery payload of one of a camera's entities (`suffix`: which, where a component
+    has several; default its first)."""
     base = f"{d.base}/{camera}"
     common: dict[str, Any] = {
         "qos": 1,
@@ -114,36 +122,45 @@ def camera_config(d: Discovery, camera: str, component: str = "binary_sensor") -
             "{{ 'online' if value in ('online', 'slow', 'overloaded', 'degraded') else 'offline' }}"
         ),
     }
-    # Per component: the entity's name and its own keys. Availability is the box's alone unless
-    # given: a fall stays visible while its camera is stalled.
+    # Per entity (object id suffix): its name and its own keys. Availability is the box's alone
+    # unless given: a fall stays visible while its camera is stalled.
     own: dict[str, tuple[str, dict[str, Any]]] = {
-        "binary_sensor": ("Fall", {
+        "fall": ("Fall", {
             "device_class": "safety", "state_topic": f"{base}/fall",
             "payload_on": "ON", "payload_off": "OFF",
             "json_attributes_topic": f"{base}/attributes",
         }),
-        "sensor": ("Status", {
+        "status": ("Status", {
             "device_class": "enum", "options": list(CAMERA_STATUSES),
             "state_topic": f"{base}/status",
         }),
-        "event": ("Fall event", {
-            "event_types": ["start", "end"], "state_topic": f"{base}/event",
+        "fall_event": ("Fall event", {
+            "event_types": ["start", "escalation", "end"], "state_topic": f"{base}/event",
             "value_template": (
                 "{{ {'event_type': value_json.type, 'event_id': value_json.event_id,"
                 " 'peak_score': value_json.peak_score,"
+                " 'down_s': value_json.down_s | default(none),"
                 " 'end_reason': value_json.end_reason | default(none)} | to_json }}"
             ),
             "availability": [box_up, camera_up], "availability_mode": "all",
         }),
-        "button": ("Acknowledge", {"command_topic": f"{base}/ack", "payload_press": "ACK"}),
-        "image": ("Snapshot", {
-            "image_topic": f"{base}/snapshot", "content_type": "image/jpeg",
+        "acknowledge": ("Acknowledge", {"command_topic": f"{base}/ack", "payload_press": "ACK"}),
+        "snapshot": ("Snapshot", {
+            "image_topic": f"{base}/snapshot", "content_type": d.snapshot_type,
+        }),
+        # "Still on the floor": since when, from the camera's last event (an escalation);
+        # unknown otherwise. Home Assistant shows a timestamp as "3 minutes ago", counting.
+        "down_since": ("Down since", {
+            "device_class": "timestamp", "state_topic": f"{base}/attributes",
+            "value_template": (
+                "{{ value_json.started_at if value_json.type == 'escalation' else none }}"
+            ),
         }),
     }  # fmt: skip
-    if component not in own:
-        raise ValueError(f"no Home Assistant entity for component {component!r}")
-    name, keys = own[component]
-    suffix = dict(ENTITIES)[component]
+    suffix = suffix or next((o for c, o in ENTITIES if c == component), None)
+    if (component, suffix) not in ENTITIES or suffix is None:
+        raise ValueError(f"no Home Assistant entity for component {component!r} {suffix!r}")
+    name, keys = own[suffix]
     return {
         "name": name,
         "unique_id": f"edge_hf_{d.device_id}_{camera}_{suffix}",

@@ -7,7 +7,9 @@ kill -9, power cut) leaves the event there. The next start keeps a latched fall 
 detector holds it again until acknowledged or clear_after_s; no end, the state stays ON) or ends
 it (`end_reason: restart`); its `start` is sent again only if it never reached the sinks (a kill
 between the journal and the MQTT outbox cannot lose the alarm itself), so Home Assistant never
-sees an old fall go off -> on -> off.
+sees an old fall go off -> on -> off. A fall's `escalation` ("still on the floor") is journaled
+with its start the same way: re-sent at the next start only if it never reached the sinks, and
+never raised a second time for a fall held open again.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class OpenEvents:
         self.path = path
         self._open: dict[str, FallEvent] = {}
         self._handed: set[str] = set()  # starts the sinks took (MQTT: in its outbox)
+        self._escalations: dict[str, FallEvent] = {}  # open event id -> its escalation
+        self._escalations_handed: set[str] = set()  # ... that the sinks took
         try:
             loaded = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(loaded, dict):
@@ -53,6 +57,7 @@ class OpenEvents:
         rate = LogRate(burst=10)
         for key, entry in loaded.items():
             try:
+                escalation = entry.pop("escalation", None) if isinstance(entry, dict) else None
                 if isinstance(entry, dict) and entry.pop("handed", False) is True:
                     self._handed.add(str(entry.get("event_id")))
                 event = _checked(entry, time.time())
@@ -64,6 +69,24 @@ class OpenEvents:
                 rate.log(log, logging.WARNING, "%s: open event %s is filed under %s: kept under "
                          "its event_id", path, event.event_id, shown(key))  # fmt: skip
             self._open[event.event_id] = event
+            if escalation is not None:
+                self._load_escalation(event, escalation, rate)
+
+    def _load_escalation(self, start: FallEvent, entry: Any, rate: LogRate) -> None:
+        """An open event's journaled escalation, checked like its start (skipped if damaged: the
+        start still ends)."""
+        try:
+            handed = isinstance(entry, dict) and entry.pop("handed", False) is True
+            event = _checked(entry, time.time())
+            if event.type != "escalation" or event.event_id != start.event_id:
+                raise ValueError(f"a {event.type} of {event.event_id}, not this fall's escalation")
+        except (KeyError, TypeError, ValueError, OverflowError, OSError) as exc:
+            rate.log(log, logging.WARNING, "%s: skipping the unreadable escalation of open event "
+                     "%s (%s)", self.path, start.event_id, exc)  # fmt: skip
+            return
+        self._escalations[start.event_id] = event
+        if handed:
+            self._escalations_handed.add(start.event_id)
 
     def leftovers(self) -> list[tuple[FallEvent, FallEvent]]:
         """(the recorded `start`, its `end` with reason `restart`) of each event an earlier run
@@ -76,15 +99,21 @@ class OpenEvents:
         ]  # fmt: skip
 
     def record(self, event: FallEvent) -> None:
-        """Note a start, forget an end; on disk before returning."""
+        """Note a start or its escalation, forget an end; on disk before returning."""
         if event.type == "start":
             if event.event_id in self._open:
                 return  # (journaled already: by AlertThread before it queued the event)
             self._open[event.event_id] = replace(event, evidence=None, jpeg=None)
+        elif event.type == "escalation":
+            if event.event_id not in self._open or event.event_id in self._escalations:
+                return  # (a fall not journaled, or journaled already)
+            self._escalations[event.event_id] = replace(event, evidence=None, jpeg=None)
         elif self._open.pop(event.event_id, None) is None:
             return
         else:
             self._handed.discard(event.event_id)
+            self._escalations.pop(event.event_id, None)
+            self._escalations_handed.discard(event.event_id)
         self._write()
 
     def handed(self, event_id: str) -> bool:
@@ -97,12 +126,29 @@ class OpenEvents:
             self._handed.add(event_id)
             self._write()
 
+    def escalation(self, event_id: str) -> FallEvent | None:
+        """The open event's journaled escalation, if it escalated."""
+        return self._escalations.get(event_id)
+
+    def escalation_handed(self, event_id: str) -> bool:
+        """Whether the sinks took this open event's escalation."""
+        return event_id in self._escalations_handed
+
+    def mark_escalation_handed(self, event_id: str) -> None:
+        """The sinks took the escalation (on disk before returning)."""
+        if event_id in self._escalations and event_id not in self._escalations_handed:
+            self._escalations_handed.add(event_id)
+            self._write()
+
     def _write(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
         entries = {
             k: {**e.as_dict(), **({"handed": True} if k in self._handed else {})}
             for k, e in self._open.items()
         }
+        for k, esc in self._escalations.items():
+            handed = {"handed": True} if k in self._escalations_handed else {}
+            entries[k]["escalation"] = {**esc.as_dict(), **handed}
         try:
             with tmp.open("w", encoding="utf-8") as fh:
                 fh.write(strict_json(entries))
@@ -163,6 +209,9 @@ class JournalSink(ForwardingSink):
         for start, _, kept in leftovers:  # before connecting: the first states said are true
             if kept:
                 self.inner.restore(start)
+                escalation = self.journal.escalation(start.event_id)
+                if escalation is not None and self.journal.escalation_handed(start.event_id):
+                    self.inner.restore(escalation)  # (still on the floor: as it was said)
         self.inner.start()
         for start, end, kept in leftovers:
             resend = not self.journal.handed(start.event_id)
@@ -175,6 +224,12 @@ class JournalSink(ForwardingSink):
             if resend:  # (already in the journal: recorded by the run that stopped)
                 self.inner.send(start)
                 self.journal.mark_handed(start.event_id)
+            escalation = self.journal.escalation(start.event_id)
+            if escalation is not None and not self.journal.escalation_handed(start.event_id):
+                log.warning("%s: the escalation of fall event %s never reached the sinks: sent "
+                            "again", end.camera, end.event_id)  # fmt: skip
+                self.inner.send(escalation)
+                self.journal.mark_escalation_handed(start.event_id)
             if not kept:
                 self.send(end)
 
@@ -182,10 +237,12 @@ class JournalSink(ForwardingSink):
         # A start is on disk before anyone hears of it, and marked handed once the sinks took
         # it (MQTT: in its outbox); an end leaves the journal only once the sinks took it. A
         # crash in between ends the event twice at most.
-        if event.type == "start":
+        if event.type in ("start", "escalation"):
             self.journal.record(event)
         self.inner.send(event)
         if event.type == "start":
             self.journal.mark_handed(event.event_id)
+        elif event.type == "escalation":
+            self.journal.mark_escalation_handed(event.event_id)
         else:
             self.journal.record(event)

@@ -18,9 +18,12 @@ Topics (prefix `edge_hf` by default):
 - `<prefix>/<device>/<camera>/status`      retained `online` / `slow` / `overloaded` /
                                           `degraded` / `blind` / `stalled` / `offline`
 - `<prefix>/<device>/<camera>/fall`        retained `ON` / `OFF`
-- `<prefix>/<device>/<camera>/event`       QoS 1 JSON event (see `event.schema.json`)
+- `<prefix>/<device>/<camera>/event`       QoS 1 JSON event: start, escalation, end
+                                          (see `event.schema.json`)
 - `<prefix>/<device>/<camera>/attributes`  retained: the camera's last event (entity attributes)
-- `<prefix>/<device>/<camera>/snapshot`    retained JPEG of the last fall (`detection.snapshot`)
+- `<prefix>/<device>/<camera>/snapshot`    retained picture of the last fall (`detection.snapshot`):
+                                          PNG skeleton, or JPEG with `snapshots.mode: image`
+- `<prefix>/<device>/<camera>/clip`        retained JSON: the last fall's event clip (`clips`)
 - `<prefix>/<device>/<camera>/ack`         subscribed: any payload acknowledges a latched fall
 - `<discovery>/<component>/<device>/<object>/config`  Home Assistant discovery, retained
 """
@@ -49,6 +52,7 @@ from edge_hf.daemon.events import FallEvent, strict_json
 from edge_hf.daemon.homeassistant import Discovery, discovery, discovery_topics
 from edge_hf.daemon.lograte import LogRate, RateLimitFilter
 from edge_hf.daemon.outbox import Outbox
+from edge_hf.daemon.sinks import ClipNotice
 from edge_hf.daemon.status import SinkHealth, Snapshot
 
 log = logging.getLogger(__name__)
@@ -60,7 +64,7 @@ PAHO_LOG = logging.getLogger("edge_hf.daemon.paho")
 RECONNECT_MAX_S = 4  # the longest wait between two reconnect attempts
 CAMERA_STATUSES = ("online", "slow", "overloaded", "degraded", "blind", "stalled", "offline")
 WATCH_S = 2.0  # how often the network thread is checked
-MAX_SNAPSHOT_BYTES = 5_000_000  # a larger JPEG is not published (it stays on disk)
+MAX_SNAPSHOT_BYTES = 5_000_000  # a larger picture is not published (it stays on disk)
 CONNACK_TIMEOUT_S = 5.0  # a CONNECT unanswered this long is said (a broker answers in ms)
 SENDER_MAX_ERRORS = 5  # sender rounds failing in a row before the sink is marked failed
 SENDER_RETRY_S = 1.0  # the wait before a failed round is tried again
@@ -105,6 +109,7 @@ class MqttSink:
         state_dir: Path,
         model_name: str = "",
         snapshot_cameras: Iterable[str] = (),
+        snapshot_type: str = "image/png",  # the snapshots' (snapshots.mode: image: image/jpeg)
     ) -> None:
         self.cfg = cfg
         self.device_id = device_id
@@ -113,7 +118,7 @@ class MqttSink:
         self.snapshot_cameras = set(snapshot_cameras)  # they get a Home Assistant image entity
         self.ha = Discovery(
             device_id, cfg.topic_prefix, cfg.discovery_prefix, tuple(cameras),
-            frozenset(self.snapshot_cameras), model_name,
+            frozenset(self.snapshot_cameras), model_name, snapshot_type,
         )  # fmt: skip
         self.base = f"{cfg.topic_prefix}/{device_id}"
         max_bytes = int(cfg.outbox_max_mb * 1e6) if cfg.outbox_max_mb else None
@@ -475,7 +480,7 @@ class MqttSink:
             log.info("camera %r left the config: removing its Home Assistant entities", cam)
             for topic in self._discovery_topics(cam):
                 self._publish(topic, b"", 1, True, None)
-            for leaf in ("fall", "status", "attributes", "snapshot"):
+            for leaf in ("fall", "status", "attributes", "snapshot", "clip"):
                 self._publish(f"{self.base}/{cam}/{leaf}", b"", 1, True, None)
         self._removed = []
         self._remember_announced()
@@ -500,20 +505,21 @@ class MqttSink:
             return  # a camera that left the config (an earlier run's open event ending)
         self._attributes[cam] = payload  # retained, not durable: re-said after every connect
         self._state(f"{self.base}/{cam}/attributes", payload)
-        state = "ON" if event.type == "start" else "OFF"
+        state = "OFF" if event.type == "end" else "ON"  # (an escalation: still ON)
         if self._fall.get(cam) != state:
             self._fall[cam] = state
             self._durable(f"{self.base}/{cam}/fall", state, retain=True)
 
     def restore(self, event: FallEvent) -> None:
-        """A fall still latched from the last run: the camera's state is ON (re-said as it is
-        after every connect: the retained ON stays ON, no edge), nothing is sent again."""
+        """A fall still latched from the last run (its start, then its escalation if it had
+        one): the camera's state is ON (re-said as it is after every connect: the retained ON
+        stays ON, no edge), nothing is sent again."""
         if event.camera in self._fall:
             self._fall[event.camera] = "ON"
             self._attributes[event.camera] = event.to_json()
 
     def _send_snapshot(self, camera: str, path: Path, data: bytes | None = None) -> None:
-        """The JPEG as encoded (`data`), or read back from `path` (an earlier run's)."""
+        """The picture as encoded (`data`), or read back from `path` (an earlier run's)."""
         try:
             data = path.read_bytes() if data is None else data
         except OSError as exc:
@@ -523,6 +529,12 @@ class MqttSink:
             log.warning("%s: snapshot %s is %d bytes: not published", camera, path, len(data))
             return
         self._durable(f"{self.base}/{camera}/snapshot", data, retain=True)
+
+    def clip(self, notice: ClipNotice) -> None:
+        """A fall's clip was written: its path and what it holds, retained on `<camera>/clip`."""
+        if notice.camera in self._fall:
+            payload = strict_json(notice.as_dict(), sort_keys=True)
+            self._durable(f"{self.base}/{notice.camera}/clip", payload, retain=True)
 
     def listen(self, handler: Callable[[str, str], None]) -> None:
         self._command = handler

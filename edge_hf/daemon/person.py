@@ -38,11 +38,13 @@ from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, PoseVerdict
 from edge_hf.core.posehead import PoseHead, file_sha256
 from edge_hf.core.runtime import Providers
 from edge_hf.daemon.config import PersonConfig
+from edge_hf.daemon.skeleton import PoseTick, figures
 
 log = logging.getLogger(__name__)
 
 MAX_ERRORS = 3  # a camera's consecutive pose failures before it is `degraded`
 QUEUE = 64  # pose verdicts kept per camera for the inference loop (12.8 s at 5 Hz)
+POSES_KEPT_S = 100.0  # each camera's people kept this long: skeleton snapshots and clips
 
 
 def rule_settings(cfg: PersonConfig) -> PoseRuleSettings:
@@ -195,6 +197,7 @@ class PersonStage:
         self._errors: dict[str, int] = {}  # consecutive failures per camera
         self._looks: dict[str, SecondLook] = {}  # per camera, with person.second_look
         self.degraded: dict[str, str] = {}  # camera -> why its pose stage is failing
+        self._poses: dict[str, deque[PoseTick]] = {}  # the last POSES_KEPT_S, per camera
 
     @property
     def interval_s(self) -> float:
@@ -289,6 +292,10 @@ class PersonStage:
         if verdict.new_fall:
             self.counters.falls[name] = self.counters.falls.get(name, 0) + 1
             log.info("%s: pose rules: fall (%s)", name, ", ".join(sorted(set(verdict.reasons))))
+        poses = self._poses.setdefault(name, deque())
+        poses.append(PoseTick(t, figures(people, frame_hw), frame_hw))
+        while poses[0].t < t - POSES_KEPT_S:
+            poses.popleft()
         queue = self._queues.setdefault(name, deque())
         queue.append(verdict)
         if len(queue) > QUEUE:  # the inference loop is far behind: drop the oldest, not a fall
@@ -310,6 +317,12 @@ class PersonStage:
             while queue and queue[0].t <= t + 1e-6:
                 out.append(queue.popleft())
             return out
+
+    def poses_between(self, camera: str, t0: float, t1: float) -> list[PoseTick]:
+        """The camera's people of the pose ticks from sample time `t0` to `t1`, oldest first
+        (kept for POSES_KEPT_S): what skeleton snapshots and clips draw."""
+        with self._lock:
+            return [p for p in self._poses.get(camera, ()) if t0 - 1e-6 <= p.t <= t1 + 1e-6]
 
     def is_degraded(self, camera: str) -> bool:
         with self._lock:

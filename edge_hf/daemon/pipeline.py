@@ -17,7 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -27,13 +27,14 @@ from edge_hf.core.personcrop import crop_box, cut, work_size
 from edge_hf.daemon.capture import CaptureThread
 from edge_hf.daemon.classifier import Classifier
 from edge_hf.daemon.config import CameraConfig, Config
-from edge_hf.daemon.events import FallDetector, FallEvent
+from edge_hf.daemon.events import Evidence, FallDetector, FallEvent
 from edge_hf.daemon.load import LOAD_PERIOD_S, LoadTotals, LoadWatch
 from edge_hf.daemon.lograte import LogRate
 from edge_hf.daemon.person import PersonStage, PoseSlot
 from edge_hf.daemon.ring import FrameRing, Window
 from edge_hf.daemon.sdnotify import Notifier, watchdog_interval_s
 from edge_hf.daemon.sinks import AlertSink
+from edge_hf.daemon.skeleton import Skeleton
 from edge_hf.daemon.status import CameraSnapshot, Snapshot
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 RECENT = 1000  # inference and latency samples kept for percentiles
 READY_WAIT_S = 15.0  # systemd READY waits this long at most for every camera's first open
+SKELETON_LOOKBACK_S = 3.0  # a skeleton snapshot shows the newest pose tick this recent
 
 
 @dataclass
@@ -75,6 +77,7 @@ class CameraRuntime:
             status=self.status,
             events_started=self.detector.counts.start,
             events_ended=self.detector.counts.end,
+            events_escalated=self.detector.counts.escalation,
         )
 
 
@@ -186,7 +189,7 @@ class Pipeline:
                 t = to_unix(w.arrivals[-1])  # when the newest frame arrived (detector time)
                 self._feed_pose(cam, w.times[-1], to_unix)
                 for event in cam.detector.update(score, t, w.frames[mid], down, w.evidence):
-                    self.sink.send(event)
+                    self.sink.send(self._shown(cam, event, w.times[-1]))
 
     def _feed_pose(
         self, cam: CameraRuntime, until: float, to_unix: Callable[[float], float]
@@ -199,6 +202,33 @@ class Pipeline:
             for event in cam.detector.on_pose(to_unix(verdict.t), verdict):
                 self.sink.send(event)
         cam.detector.pose_ok = not self.person.is_degraded(cam.cfg.name)
+
+    def _shown(self, cam: CameraRuntime, event: FallEvent, until: float) -> FallEvent:
+        """A start's evidence as `snapshots.mode` says: `image`, the picture as it is;
+        `skeleton`, no picture at all (it never leaves this loop) but the camera's frame size
+        and the people of its newest pose tick up to sample time `until` (drawn off this loop,
+        by `SnapshotSink`); either way with `until` (an event clip is cut around it)."""
+        ev = event.evidence
+        if ev is None:
+            return event
+        if self.cfg.snapshots.mode != "skeleton":
+            return replace(event, evidence=replace(ev, t=until))
+        name, crop = cam.cfg.name, cam.cfg.crop
+        if ev.camera_bgr is not None:
+            size = (ev.camera_bgr.shape[1], ev.camera_bgr.shape[0])
+        elif crop is not None:  # (the ring no longer had the frame: the view's extent)
+            size = (crop[0] + crop[2], crop[1] + crop[3])
+        else:
+            size = (self.size[1], self.size[0])  # (H, W) -> (width, height)
+        ticks = (
+            self.person.poses_between(name, until - SKELETON_LOOKBACK_S, until)
+            if self.person is not None
+            else []
+        )
+        people = ticks[-1].figures if ticks else ()
+        fallen = event.person[1] if event.person is not None else None
+        skeleton = Skeleton(size, crop, people, fallen)
+        return replace(event, evidence=Evidence(None, None, skeleton, until))
 
     def _frames(self, cam: CameraRuntime, w: Window) -> list[np.ndarray]:
         """The window's frames as the model takes them: as they are, or (a person-crop model)
@@ -318,11 +348,14 @@ class Pipeline:
         elif cam.status in ("slow", "overloaded", "blind", "degraded"):
             log.info("%s: camera %s again (was %s)", name, status, cam.status)
 
-    def restore_open(self, event: FallEvent) -> bool:
+    def restore_open(self, event: FallEvent, escalated: bool = False) -> bool:
         """An earlier run's open `start` (the journal's): held open again by its camera's
-        detector if still latched (`FallDetector.restore`); False: end it."""
+        detector if still latched (`FallDetector.restore`; `escalated`: it escalated already);
+        False: end it."""
         cam = next((c for c in self.cameras if c.cfg.name == event.camera), None)
-        return cam is not None and cam.detector.restore(event, time.monotonic(), time.time())
+        return cam is not None and cam.detector.restore(
+            event, time.monotonic(), time.time(), escalated
+        )
 
     def command(self, camera: str, command: str) -> None:
         """A command from outside (any thread): `ack` ends the camera's latched fall."""

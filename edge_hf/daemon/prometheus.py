@@ -69,6 +69,7 @@ class SnapshotCollector(Collector):
             score.add_metric([name], cam.last_score)
             events.add_metric([name, "start"], cam.events_started)
             events.add_metric([name, "end"], cam.events_ended)
+            events.add_metric([name, "escalation"], cam.events_escalated)
         yield from (fps, up, stalls, reconnects, dropped, skipped, windows, score, events)
         for sink in snap.sinks:
             if sink.name != "mqtt":

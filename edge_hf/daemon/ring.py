@@ -108,6 +108,20 @@ class FrameRing:
                 return Window(frames, times, seq - 1, arrivals, evidence)
         raise RuntimeError("ring writer keeps lapping the reader; make the ring larger")
 
+    def frames_between(self, t0: float, t1: float) -> list[tuple[float, np.ndarray]]:
+        """Copies of the samples from time `t0` to `t1` still held, oldest first, for a reader
+        beside the pipeline (an event clip): the pipeline's read position and drop count are
+        not touched."""
+        for _ in range(100):
+            seq = self._seq
+            held = range(max(0, seq - self.capacity + 1), seq)
+            seqs = [s for s in held if t0 - 1e-6 <= self._times[s % self.capacity] <= t1 + 1e-6]
+            got = [(float(self._times[s % self.capacity]), self._slots[s % self.capacity].copy())
+                   for s in seqs]  # fmt: skip
+            if not seqs or self._seq - seqs[0] < self.capacity:  # (not lapped meanwhile)
+                return got
+        raise RuntimeError("ring writer keeps lapping the reader; make the ring larger")
+
     def _evidence_of(self, seq: int) -> np.ndarray | None:
         """The camera-resolution frame of sample `seq`, if still kept."""
         if not self._evidence:

@@ -8,13 +8,39 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
-from typing import Protocol, TextIO
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, TextIO
 
-from edge_hf.daemon.events import Evidence, FallEvent, strict_json
+from edge_hf.daemon.events import FallEvent, iso, strict_json
 from edge_hf.daemon.status import SinkHealth, Snapshot
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClipNotice:
+    """A fall's event clip, written (`edge_hf.daemon.clips`): what MQTT announces on
+    `<camera>/clip`."""
+
+    event_id: str
+    camera: str
+    device_id: str
+    path: str
+    mode: str  # skeleton or image
+    started_at: float  # the fall's start (Unix seconds)
+    from_s: float  # the clip's first and last frame, seconds from the fall's start
+    to_s: float
+    frames: int
+    fps: float
+    size_bytes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "event_id": self.event_id, "camera": self.camera, "device_id": self.device_id,
+            "path": self.path, "mode": self.mode, "started_at": iso(self.started_at),
+            "from_s": round(self.from_s, 1), "to_s": round(self.to_s, 1), "frames": self.frames,
+            "fps": round(self.fps, 2), "bytes": self.size_bytes,
+        }  # fmt: skip
 
 
 class AlertSink(Protocol):
@@ -25,7 +51,7 @@ class AlertSink(Protocol):
         ...
 
     def send(self, event: FallEvent) -> None:
-        """Deliver one event (start/end); durable sinks persist it before returning."""
+        """Deliver one event (start/escalation/end); durable sinks persist it before returning."""
         ...
 
     def camera_status(self, camera: str, status: str) -> None:
@@ -51,6 +77,11 @@ class AlertSink(Protocol):
     def restore(self, event: FallEvent) -> None:
         """An earlier run's `start`, still open (latched across a restart): take it as the
         camera's current state without sending it again."""
+        ...
+
+    def clip(self, notice: ClipNotice) -> None:
+        """A fall's event clip was written (MQTT: `<camera>/clip`); from the clip writer's
+        thread."""
         ...
 
 
@@ -80,6 +111,9 @@ class QuietSink:
         return None
 
     def restore(self, event: FallEvent) -> None:
+        return None
+
+    def clip(self, notice: ClipNotice) -> None:
         return None
 
 
@@ -113,6 +147,9 @@ class ForwardingSink:
 
     def restore(self, event: FallEvent) -> None:
         self.inner.restore(event)
+
+    def clip(self, notice: ClipNotice) -> None:
+        self.inner.clip(notice)
 
 
 class JsonLinesSink(QuietSink):
@@ -175,6 +212,10 @@ class TeeSink:
         for s in self.sinks:
             s.restore(event)
 
+    def clip(self, notice: ClipNotice) -> None:
+        for s in self.sinks:
+            s.clip(notice)
+
 
 class RecordingSink(QuietSink):
     """Keeps the newest `maxlen` events in memory (bounded): for replays, calibration and tests."""
@@ -182,6 +223,10 @@ class RecordingSink(QuietSink):
     def __init__(self, maxlen: int = 10_000) -> None:
         self.events: deque[FallEvent] = deque(maxlen=maxlen)
         self.statuses: deque[tuple[str, str]] = deque(maxlen=maxlen)  # (camera, status)
+        self.clips: deque[ClipNotice] = deque(maxlen=maxlen)
+
+    def clip(self, notice: ClipNotice) -> None:
+        self.clips.append(notice)
 
     def send(self, event: FallEvent) -> None:
         self.events.append(event)
@@ -226,13 +271,14 @@ class AlertThread(ForwardingSink):
         if self._thread is None:  # not started (replay, tests): in the caller's thread
             self.inner.send(event)
             return
-        if self.journal is not None and event.type == "start":
+        if self.journal is not None and event.type in ("start", "escalation"):
             self.journal.record(event)
         ev = event.evidence
         if ev is not None:
-            ev = Evidence(
-                None if ev.camera_bgr is None else ev.camera_bgr.copy(),
-                None if ev.model_rgb is None else ev.model_rgb.copy(),
+            ev = replace(
+                ev,
+                camera_bgr=None if ev.camera_bgr is None else ev.camera_bgr.copy(),
+                model_rgb=None if ev.model_rgb is None else ev.model_rgb.copy(),
             )
             event = replace(event, evidence=ev)
         self._queue.put(event)

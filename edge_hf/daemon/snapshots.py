@@ -1,5 +1,7 @@
-"""Snapshots of falls: an `AlertSink` in front of the others that writes the JPEG of a fall's
-start, prunes old ones, and forwards the event with its snapshot path.
+"""Snapshots of falls: an `AlertSink` in front of the others that writes the picture of a fall's
+start, prunes old ones, and forwards the event with its snapshot path: a PNG of the people drawn
+as skeletons (`snapshots.mode: skeleton`, the default: `edge_hf.daemon.skeleton`, drawn here on
+the alert thread) or a JPEG of the camera's picture (`image`).
 
 The detector only decides: it hands the picture over in the event (`FallEvent.evidence`, never
 serialised); this sink is the one place that knows about files. Whether a camera keeps snapshots
@@ -15,8 +17,9 @@ from pathlib import Path
 
 import cv2
 
-from edge_hf.daemon.events import FallEvent
+from edge_hf.daemon.events import FallEvent, iso
 from edge_hf.daemon.sinks import AlertSink, ForwardingSink
+from edge_hf.daemon.skeleton import draw, encode_png
 
 log = logging.getLogger(__name__)
 JPEG_QUALITY = 85
@@ -48,26 +51,33 @@ class SnapshotSink(ForwardingSink):
             event = replace(event, snapshot=path, evidence=None, jpeg=data)
         elif event.type == "end" and event.event_id in self._paths:
             event = replace(event, snapshot=self._paths.pop(event.event_id))
+        elif event.type == "escalation" and event.event_id in self._paths:
+            event = replace(event, snapshot=self._paths[event.event_id])
         self.inner.send(event)
 
     def _write(self, event: FallEvent) -> tuple[str, bytes] | None:
-        """The start's picture encoded once and written: (its path, its JPEG bytes)."""
+        """The start's picture encoded once and written: (its path, its PNG or JPEG bytes)."""
         ev = event.evidence
         if ev is None:
             return None
-        if ev.camera_bgr is not None:
+        if ev.skeleton is not None:
+            bgr = draw(ev.skeleton, f"{event.camera}  {iso(event.started_at)}  fall")
+        elif ev.camera_bgr is not None:
             bgr = ev.camera_bgr
         elif ev.model_rgb is not None:
             bgr = cv2.cvtColor(ev.model_rgb, cv2.COLOR_RGB2BGR)
         else:
             return None
-        path = self.folder / f"{event.event_id}.jpg"
+        path = self.folder / f"{event.event_id}.{'png' if ev.skeleton is not None else 'jpg'}"
         kept = self.retention[event.camera]
         try:
-            ok, encoded = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
-            if not ok:
-                raise OSError("OpenCV could not encode it")
-            data = encoded.tobytes()
+            if ev.skeleton is not None:
+                data = encode_png(bgr)
+            else:
+                ok, encoded = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
+                if not ok:
+                    raise OSError("OpenCV could not encode it")
+                data = encoded.tobytes()
             self.folder.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             prune(self.folder, kept.keep, kept.max_bytes)
@@ -78,11 +88,13 @@ class SnapshotSink(ForwardingSink):
         return str(path), data
 
 
-def prune(folder: Path, keep: int, max_bytes: int) -> int:
-    """Delete the oldest JPEGs in `folder` until at most `keep` files and `max_bytes` remain;
-    returns how many went."""
+def prune(
+    folder: Path, keep: int, max_bytes: int, patterns: tuple[str, ...] = ("*.jpg", "*.png")
+) -> int:
+    """Delete the oldest pictures (files matching `patterns`) in `folder` until at most `keep`
+    files and `max_bytes` remain; returns how many went."""
     try:
-        stats = [(p.stat(), p) for p in folder.glob("*.jpg")]
+        stats = [(p.stat(), p) for pattern in patterns for p in folder.glob(pattern)]
     except OSError:
         return 0
     files = sorted(((st.st_mtime, st.st_size, p) for st, p in stats), key=lambda f: f[0])

@@ -41,6 +41,7 @@ class CameraSnapshot:
     events_ended: int
     # what MQTT says: online, slow, overloaded, degraded, blind, stalled, offline
     status: str = "starting"
+    events_escalated: int = 0  # falls still on the floor after escalate_after_s
 
 
 @dataclass(frozen=True)
