@@ -21,7 +21,7 @@ in any view where the person was seen upright first, and is the only one that wo
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -29,6 +29,11 @@ from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Person, PoseFeatures, features
 from edge_hf.core.posehead import FEATURES, PoseHead
 from edge_hf.core.zones import body_point
 
+# A person's place in the rules at a tick (`Seen.stage`): upright; between (neither upright nor
+# down: sitting, bending); vetoed (down by geometry, not by the head); not_seen_up (down, never
+# seen upright before: no descent to judge); slow (down, but not within max_descent_s of last
+# standing); descent (down after a sudden descent, for less than confirm_s); fallen.
+STAGES = ("upright", "between", "vetoed", "not_seen_up", "slow", "descent", "fallen")
 HISTORY_S = 1.0  # the head's "over the last second" features
 GOT_UP_S = 2.0  # a fallen person is up again once upright this long, as tall as before the fall
 UP_HEIGHT = 0.8  # ... at least this share of their height before the fall (sitting up is not up)
@@ -98,12 +103,24 @@ class Seen:
     at: tuple[float, float]
     upright: bool = False
     down: bool = False
+    # What the rules read from them at this tick (`edge-hf replay --explain`): the pose model's
+    # score, torso angle, box aspect, hips' drop in their own upright heights, the head's P(down),
+    # the "down" signals of their geometry (before a head's veto) and where they stand in the
+    # rules (STAGES).
+    score: float | None = None
+    torso_deg: float | None = None
+    aspect: float | None = None
+    hip_drop: float | None = None
+    head_p: float | None = None
+    why: tuple[str, ...] = ()
+    stage: str = ""
 
     def scaled(self, w: float, h: float) -> Seen:
         """The same person with x divided by `w` and y by `h`."""
         x0, y0, x1, y1 = self.box
-        return Seen(self.track, (x0 / w, y0 / h, x1 / w, y1 / h), (self.at[0] / w, self.at[1] / h),
-                    self.upright, self.down)  # fmt: skip
+        return replace(
+            self, box=(x0 / w, y0 / h, x1 / w, y1 / h), at=(self.at[0] / w, self.at[1] / h)
+        )
 
 
 @dataclass
@@ -121,6 +138,14 @@ class PoseVerdict:
     # (track id, seconds down) of each fallen person seen upright again at this tick
     got_up: list[tuple[int, float]] = field(default_factory=list)
     seen: list[Seen] = field(default_factory=list)  # every tracked person found at this tick
+
+
+def _hip_drop(tr: _Track, f: PoseFeatures) -> float | None:
+    """How far the hips are below where they were when the track was last upright, in its
+    upright heights (None: not known)."""
+    if f.hip_y is None or tr.upright_hip_y is None or not tr.upright_height:
+        return None
+    return (f.hip_y - tr.upright_hip_y) / tr.upright_height
 
 
 def is_upright(f: PoseFeatures, person: Person, s: PoseRuleSettings) -> bool:
@@ -259,7 +284,9 @@ class PoseFallRules:
         s, verdict = self.s, PoseVerdict(False, False, t=t)
         for tr, p in self._match(people, t):
             f = features(p)
-            verdict.seen.append(Seen(tr.id, p.box, body_point(p)))
+            verdict.seen.append(Seen(tr.id, p.box, body_point(p), score=p.score,
+                                     torso_deg=f.torso_deg, aspect=f.aspect,
+                                     hip_drop=_hip_drop(tr, f)))  # fmt: skip
             x = None
             if self.head is not None or self.record is not None:
                 x = head_features(tr, f, p, t)
@@ -271,16 +298,20 @@ class PoseFallRules:
                 if self.head is not None and self.head.mode == "decide":
                     self._head_update(tr, p, f, x, t, verdict)
                     continue
+            seen = verdict.seen[-1]
+            if self.head is not None and x is not None:  # mode veto
+                seen.head_p = float(self.head.prob(x))
             if is_upright(f, p, s):
-                verdict.seen[-1].upright = True
+                seen.upright, seen.stage = True, "upright"
                 _up_again(tr, p, t, verdict)
                 tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
                 tr.down_since, tr.fallen = None, False
                 continue
             tr.getting_up = None
             why = down_reasons(f, tr.upright_hip_y, tr.upright_height, s)
-            if why and self.head is not None and x is not None:  # mode veto
-                why = why if float(self.head.prob(x)) >= self.head.threshold else []
+            seen.why, seen.stage = tuple(why), "vetoed" if why else "between"
+            if why and self.head is not None and seen.head_p is not None:  # mode veto
+                why = why if seen.head_p >= self.head.threshold else []
             if not why:
                 tr.down_since = None
                 continue
@@ -290,12 +321,15 @@ class PoseFallRules:
             if tr.down_since is None:
                 sudden = tr.upright_t is not None and t - tr.upright_t <= s.max_descent_s
                 if not sudden:
+                    slow = "slow" if tr.upright_t is not None else "not_seen_up"
+                    seen.stage = "fallen" if tr.fallen else slow
                     continue
                 tr.down_since = t
             if t - tr.down_since >= s.confirm_s and not tr.fallen:
                 tr.fallen = verdict.new_fall = True
                 tr.fell_at, tr.stand_height = tr.down_since, tr.upright_height
                 verdict.person = (tr.id, tr.box)
+            seen.stage = "fallen" if tr.fallen else "descent"
             verdict.fall = verdict.fall or tr.fallen
         # A fallen person the model stops finding (lying people are found less often) stays fallen
         # until forgotten or seen upright again.
@@ -312,10 +346,13 @@ class PoseFallRules:
         head = self.head
         if head is None:
             raise RuntimeError("_head_update without a head")
-        upright = v.seen[-1].upright = is_upright(f, p, self.s)
+        seen = v.seen[-1]
+        upright = seen.upright = is_upright(f, p, self.s)
         if upright:
             tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
-        if float(head.prob(x)) < head.threshold:
+        seen.head_p = float(head.prob(x))
+        if seen.head_p < head.threshold:
+            seen.stage = "upright" if upright else "between"
             if upright:
                 _up_again(tr, p, t, v)
             else:
@@ -333,4 +370,5 @@ class PoseFallRules:
             tr.fallen = v.new_fall = True
             tr.fell_at, tr.stand_height = tr.down_since, tr.upright_height
             v.person = (tr.id, tr.box)
+        seen.stage = "fallen" if tr.fallen else "descent"
         v.fall = v.fall or tr.fallen
