@@ -23,6 +23,9 @@ With the person stage, every start is judged against the people it saw last (`_c
 camera's zones (`edge_hf.core.zones`) refuse a fall whose person lies inside an `ignore` zone, or
 outside the `floor` zones; the others upright in view are counted (`others_present`), and
 `person.when_others_present` flags or suppresses the fall they saw.
+Every decision about a possible fall (an alarm, or a refusal and its reason: `decisions.REASONS`)
+goes to the debug log and a count per reason (`DetectorCounts.refused`); `record`, when set
+(`edge-hf replay --explain`), keeps them with every window's gates and every pose tick.
 "Still on the floor" (`escalate_after_s`): an open fall whose person is still down that long
 after its start sends one `escalation` (same event_id, `down_s`); none once its person got up.
 Events are `FallEvent` objects, serialised once (`as_dict`/`to_json`) by whichever sink sends them.
@@ -47,6 +50,7 @@ from edge_hf.core.errors import shown
 from edge_hf.core.posefall import PoseVerdict, Seen
 from edge_hf.core.zones import Zones
 from edge_hf.daemon.config import DetectionConfig
+from edge_hf.daemon.decisions import ALARM, Decision, DecisionRecord, Gates, PoseNotes
 from edge_hf.daemon.lograte import LogRate
 from edge_hf.daemon.skeleton import Skeleton
 
@@ -246,6 +250,7 @@ class _Candidate:
     peak_score: float
     frame: np.ndarray | None
     evidence: np.ndarray | None = None
+    gated: float | None = None  # the person stayed down (this mean) while the decision refused
 
 
 @dataclass
@@ -258,6 +263,7 @@ class DetectorCounts:
     others_present: int = 0  # falls refused: others upright in view (when_others_present)
     escalation: int = 0  # falls still down after escalate_after_s
     by_reason: dict[str, int] = field(default_factory=dict)
+    refused: dict[str, int] = field(default_factory=dict)  # decisions.REASONS key -> count
 
 
 CONFIRM_GRACE_S = 3.0  # a candidate not confirmed this long after confirm_s is dropped
@@ -339,6 +345,13 @@ class FallDetector:
         self._rate = LogRate()  # a flood of acknowledgements is a line a minute
         # (t, fall, down) of every window fed, when a caller asks for it (`edge-hf calibrate`).
         self.trace: list[tuple[float, float, float | None]] | None = None
+        # Every window's gates, pose tick and decision, when a caller asks (`replay --explain`);
+        # `origin`: the detector time decisions count their seconds from (replay: the file's 0).
+        self.record: DecisionRecord | None = None
+        self.origin = 0.0
+        self._pose_notes = PoseNotes()
+        self._gate_said = ""  # the classifier's fall refused by a gate: said once per episode
+        self._pose_fall_why = ""
 
     def _smoothed_above(self) -> bool:
         return smoothed_level(self._recent, self.cfg) >= self.threshold
@@ -355,6 +368,43 @@ class FallDetector:
         `t`; return the events it causes (0 or 1). `centre_frame` is the window's centre frame as
         the model saw it (RGB); `evidence` the same moment at camera resolution (BGR), if kept.
         Pose verdicts up to `t` come first, through `on_pose`, in time order."""
+        events = self._update(score, t, centre_frame, down, evidence)
+        if self.record is not None:
+            self.record.window(self.gates(t, score, down))
+        return events
+
+    def gates(self, t: float, score: float, down: float | None) -> Gates:
+        """What the detector knows after the window of `score`, `down` at `t` (`Gates`)."""
+        state = ("alarm" if self._open is not None else "candidate" if self._candidate else
+                 "cooldown" if t < self._cooldown_until else "watching")  # fmt: skip
+        confirm = None
+        if self._candidate is not None and self._down:
+            confirm = sum(d for _, d in self._down) / len(self._down)
+        up = self._up_level(t) if self.cfg.up_before_s else None
+        level = smoothed_level(self._recent, self.cfg)
+        return Gates(t, score, down, level, state, confirm, up, self._cnn_may_start(t))
+
+    def _decide(self, t: float, reason: str, text: str) -> None:
+        """One decision about a possible fall at `t`: ALARM or a refusal (`decisions.REASONS`),
+        to the debug log, the count per reason and the record."""
+        line = f"{'alarm' if reason == ALARM else 'no alarm'}: {text}"
+        if reason != ALARM:
+            self.counts.refused[reason] = self.counts.refused.get(reason, 0) + 1
+        log.debug("%s: %.1f: %s", self.camera, t - self.origin, line)
+        if self.record is not None:
+            self.record.decision(Decision(t, reason, line))
+
+    def _at(self, t: float) -> str:
+        return f"{t - self.origin:.1f} s"
+
+    def _update(
+        self,
+        score: float,
+        t: float,
+        centre_frame: np.ndarray | None,
+        down: float | None,
+        evidence: np.ndarray | None,
+    ) -> list[FallEvent]:
         self.last_score = score
         self._recent.append(score)
         if self.trace is not None:
@@ -369,8 +419,9 @@ class FallDetector:
             ctx = self._context(t)
             if ctx.refusal:
                 return []
-            return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx)]
-            return [self._start(score, t, centre_frame, evidence=evidence)]
+            who = f"person {self._pose_person[0]}: " if self._pose_person else ""
+            by = f"the pose rules confirmed a fall at {self._at(at)} ({who}{self._pose_fall_why})"
+            return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx, by=by)]
         if down is not None:
             self._not_up.append((t, score + down))
             while self._not_up[0][0] < t - POSE_DOWN_S:
@@ -388,7 +439,10 @@ class FallDetector:
                     ctx = self._context(t)
                     if ctx.refusal:
                         return []
-                    return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx)]
+                    level = smoothed_level(self._recent, self.cfg)
+                    by = (f"the classifier's smoothed P(fall) {level:.2f} reached the threshold "
+                          f"{self.threshold:.2f}")  # fmt: skip
+                    return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx, by=by)]
                 if not self._was_up(t):
                     return []
                 frame = None if centre_frame is None else centre_frame.copy()
@@ -397,6 +451,7 @@ class FallDetector:
             else:
                 self._refusing = False
                 self._said = ""
+                self._gated(t)
             return []
         ev.peak_score = max(ev.peak_score, score)
         if self._escalation_due(ev, t):
@@ -415,6 +470,29 @@ class FallDetector:
             return [self._end(score, t, "max_duration")]
         return []
 
+    def _gated(self, t: float) -> None:
+        """A classifier's fall (smoothed above the threshold) that `update` did not take up: the
+        cooldown, or the decision (`cnn_off`, `no_pose_down`); said once per episode."""
+        if not self._smoothed_above():
+            self._gate_said = ""
+            return
+        level = smoothed_level(self._recent, self.cfg)
+        if t < self._cooldown_until:
+            left = self._cooldown_until - t
+            why = ("cooldown", f"the classifier's fall (smoothed P(fall) {level:.2f}) came "
+                   f"{self.cfg.cooldown_s - left:.1f} s after the last fall ended "
+                   f"(detection.cooldown_s {self.cfg.cooldown_s:g})")  # fmt: skip
+        elif self.decision == "pose":
+            why = ("cnn_off", f"the classifier's fall (smoothed P(fall) {level:.2f}): decision "
+                   "pose lets only the pose rules raise one")  # fmt: skip
+        else:
+            why = ("no_pose_down", f"the classifier's fall (smoothed P(fall) {level:.2f}) while "
+                   f"the pose rules saw nobody down in the last {POSE_DOWN_S:g} s (decision "
+                   f"{self.decision})")  # fmt: skip
+        if self._gate_said != why[0]:
+            self._gate_said = why[0]
+            self._decide(t, *why)
+
     def on_pose(self, t: float, verdict: PoseVerdict) -> list[FallEvent]:
         """Feed one pose tick's verdict at detector time `t` (before the windows after it):
         someone down opens the `both`/`combined` gate for POSE_DOWN_S from `t`; a confirmed pose
@@ -423,6 +501,16 @@ class FallDetector:
         with `down_s`). Every verdict is fed once: none is overwritten unseen."""
         self._remember(t, verdict)
         self._pose_fed = True
+        if self.record is not None:
+            self.record.pose(t, verdict)
+        if self.decision != "cnn":
+            for reason, text in self._pose_notes.update(verdict):
+                self._decide(t, reason, text)
+        if verdict.new_fall:
+            self._pose_fall_why = ", ".join(sorted(set(verdict.reasons)))
+        if verdict.new_fall and self.decision not in POSE_RAISES:
+            self._decide(t, "pose_off", f"the pose rules confirmed a fall ({self._pose_fall_why}): "
+                         f"decision {self.decision} lets it raise nothing alone")  # fmt: skip
         if t >= self._lying[0]:
             self._lying = (t, verdict.down or verdict.fall)
         if verdict.down or verdict.fall:
@@ -481,16 +569,21 @@ class FallDetector:
             return t - self._pose_down_at <= POSE_DOWN_S
         return True
 
+    def _up_level(self, t: float) -> float | None:
+        """The mean P(up) over the up_before_s before a descent at `t` (None: too little
+        history, which counts as up)."""
+        lo, hi = t - UP_BEFORE_GAP_S - self.cfg.up_before_s, t - UP_BEFORE_GAP_S
+        before = [p for at, p in self._up if lo <= at <= hi]
+        if not before or hi - self._up[0][0] < UP_BEFORE_MIN_S:  # (oldest first)
+            return None
+        return sum(before) / len(before)
+
     def _was_up(self, t: float) -> bool:
         """Whether the person was up before a descent seen at `t` (always, with up_before_s 0)."""
         if not self.cfg.up_before_s:
             return True
-        lo, hi = t - UP_BEFORE_GAP_S - self.cfg.up_before_s, t - UP_BEFORE_GAP_S
-        before = [p for at, p in self._up if lo <= at <= hi]
-        if not before or hi - self._up[0][0] < UP_BEFORE_MIN_S:  # (oldest first)
-            return True
-        up = sum(before) / len(before)
-        if up >= CONFIRM_LEVEL:
+        up = self._up_level(t)
+        if up is None or up >= CONFIRM_LEVEL:
             return True
         if not self._refusing:
             self._refusing = True
@@ -499,6 +592,9 @@ class FallDetector:
                 "%s: descent at %.1f but nobody was up before it (mean P(up) %.2f): no alarm",
                 self.camera, t, up,
             )  # fmt: skip
+            self._decide(t, "not_up_before", f"nobody was up before the descent (mean P(up) "
+                         f"{up:.2f} over the {self.cfg.up_before_s:g} s before it, under "
+                         f"{CONFIRM_LEVEL})")  # fmt: skip
         return False
 
     def _confirm(self, score: float, t: float, down: float | None) -> list[FallEvent]:
@@ -513,17 +609,33 @@ class FallDetector:
         while self._down and self._down[0][0] < t - confirm_s:
             self._down.popleft()
         stayed = sum(d for _, d in self._down) / len(self._down)
+        what = "P(down)" if self.cfg.confirm_on == "down" else "P(falling or down)"
         if t - c.started >= confirm_s and stayed >= CONFIRM_LEVEL and self._cnn_may_start(t):
             self._candidate = None
             ctx = self._context(t)
             if ctx.refusal:
                 return []
+            by = (f"the classifier saw a descent at {self._at(c.started)} and the person stayed "
+                  f"down (mean {what} {stayed:.2f} over {confirm_s:g} s)")  # fmt: skip
             return [self._start(c.peak_score, t, c.frame, started=c.started, evidence=c.evidence,
-                                ctx=ctx)]  # fmt: skip
+                                ctx=ctx, by=by)]  # fmt: skip
+        if t - c.started >= confirm_s and stayed >= CONFIRM_LEVEL:
+            c.gated = max(c.gated or 0.0, stayed)  # down, but the decision's gate is shut
         if t - c.started > confirm_s + CONFIRM_GRACE_S:
             self._candidate = None
+            if c.gated is not None:
+                log.info("%s: descent at %.1f, the person stayed down, but the pose rules saw "
+                         "nobody down: no alarm", self.camera, c.started)  # fmt: skip
+                self._decide(t, "no_pose_down", f"the classifier saw a descent at "
+                             f"{self._at(c.started)} and the person stayed down (mean {what} "
+                             f"{c.gated:.2f}) while the pose rules saw nobody down (decision "
+                             f"{self.decision})")  # fmt: skip
+                return []
             self.counts.unconfirmed += 1
             log.info("%s: descent at %.1f not followed by lying: no alarm", self.camera, c.started)
+            self._decide(t, "unconfirmed", f"the descent at {self._at(c.started)} was not "
+                         f"followed by lying (mean {what} {stayed:.2f} over {confirm_s:g} s, "
+                         f"under {CONFIRM_LEVEL})")  # fmt: skip
         return []
 
     def acknowledge(self, t: float) -> list[FallEvent]:
@@ -566,6 +678,7 @@ class FallDetector:
         evidence: np.ndarray | None = None,
         *,
         ctx: _Context,
+        by: str,
     ) -> FallEvent:
         # Stable and unique: the same camera never starts two events at the same instant, and a
         # replay of the same file gives the same ids.
@@ -576,6 +689,7 @@ class FallDetector:
         self._said = ""
         self.counts.start += 1
         log.info("%s: fall started (score %.2f) event %s", self.camera, score, event_id)
+        self._decide(t, ALARM, by)
         event = replace(self._event("start", score, t), others_present=ctx.others,
                         zone=ctx.zone, flag=ctx.flag)  # fmt: skip
         if not self.keeps_pictures:
@@ -643,6 +757,7 @@ class FallDetector:
             self._said = why
             setattr(self.counts, counter, getattr(self.counts, counter) + 1)
             log.info("%s: fall at %.1f: no alarm: %s", self.camera, t, why)
+            self._decide(t, counter, why)
         return _Context(refusal=why)
 
     def _end(self, score: float, t: float, reason: str, down_s: float | None = None) -> FallEvent:

@@ -78,6 +78,7 @@ class CameraRuntime:
             events_started=self.detector.counts.start,
             events_ended=self.detector.counts.end,
             events_escalated=self.detector.counts.escalation,
+            no_alarm=tuple(sorted(self.detector.counts.refused.items())),
         )
 
 

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from edge_hf.daemon.decisions import REASONS
 from edge_hf.daemon.status import Snapshot
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
@@ -53,6 +54,11 @@ class SnapshotCollector(Collector):
             "edge_hf_last_score", "Fall probability of the latest window", labels=["camera"]
         )
         events = CounterMetricFamily("edge_hf_events", "Fall events", labels=["camera", "type"])
+        refused = CounterMetricFamily(
+            "edge_hf_no_alarm",
+            "Possible falls that raised no alarm, by reason (edge_hf.daemon.decisions.REASONS)",
+            labels=["camera", "reason"],
+        )
         now = time.monotonic()
         for cam in snap.cameras:
             name = cam.name
@@ -70,7 +76,10 @@ class SnapshotCollector(Collector):
             events.add_metric([name, "start"], cam.events_started)
             events.add_metric([name, "end"], cam.events_ended)
             events.add_metric([name, "escalation"], cam.events_escalated)
-        yield from (fps, up, stalls, reconnects, dropped, skipped, windows, score, events)
+            counted = dict(cam.no_alarm)
+            for reason in REASONS:  # every reason from the start: a rate needs the zero
+                refused.add_metric([name, reason], counted.get(reason, 0))
+        yield from (fps, up, stalls, reconnects, dropped, skipped, windows, score, events, refused)
         for sink in snap.sinks:
             if sink.name != "mqtt":
                 continue

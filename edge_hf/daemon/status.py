@@ -42,6 +42,8 @@ class CameraSnapshot:
     # what MQTT says: online, slow, overloaded, degraded, blind, stalled, offline
     status: str = "starting"
     events_escalated: int = 0  # falls still on the floor after escalate_after_s
+    # (reason, count) of the decisions that raised no alarm (edge_hf.daemon.decisions.REASONS)
+    no_alarm: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
