@@ -139,6 +139,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             timeline_png=Path(args.timeline_png) if args.timeline_png else None,
             hold_end_s=args.hold_end_s,
             publish=args.publish,
+            explain=args.explain,
         )
     )
 
@@ -382,7 +383,16 @@ def _daemon_commands(
         help="also publish events to the config's MQTT broker (off: a replayed fall must never "
         "raise a live alarm)",
     )  # fmt: skip
-    p.add_argument("--timeline-png", help="plot the score timeline to this PNG")
+    p.add_argument(
+        "--timeline-png",
+        help="plot every signal that fed the decision (classifier, person stage, gates) to "
+        "this PNG",
+    )
+    p.add_argument(
+        "--explain", action="store_true",
+        help="print, per second, every signal that fed the decision and why it did or did not "
+        "alarm (one line per decision, the verdict last)",
+    )  # fmt: skip
     p.add_argument(
         "--hold-end-s", type=float, default=0.0,
         help="keep the last frame on for this long (a clip cut right after a fall)",

@@ -46,6 +46,7 @@ from edge_hf.daemon.config import (
     load_config,
 )
 from edge_hf.daemon.events import FallDetector, ModelInfo
+from edge_hf.daemon.explain import attach, explanation
 from edge_hf.daemon.journal import JournalSink, OpenEvents
 from edge_hf.daemon.person import PersonStage, load_head
 from edge_hf.daemon.pipeline import CameraRuntime, Pipeline
@@ -423,6 +424,7 @@ class ReplayRequest:
     origin_unix: float = 0.0
     timeline_png: Path | None = None
     hold_end_s: float = 0.0
+    explain: bool = False  # print why each camera did or did not alarm (edge_hf.daemon.explain)
     # Also publish to the config's MQTT broker (as client `<client id>-replay`, under device
     # `<device_id>-replay`). Off by default: a replayed fall clip must never raise a live alarm,
     # overwrite a live camera's retained state or take the daemon's place on the broker.
@@ -489,6 +491,8 @@ def replay(req: ReplayRequest) -> int:
     sink = with_clips(cfg, with_snapshots(cfg, make_sink(cfg)), live=False)
     pipeline = build_pipeline(cfg, sink, config_name=name, score_history=None, live=False)
     attach_clips(sink, pipeline)
+    # What --explain and --timeline-png show (kept only when asked: a long file's every tick).
+    recordings = attach(pipeline, req.origin_unix) if req.explain or req.timeline_png else []
     t0 = time.perf_counter()
     try:
         replay_files(pipeline, req.origin_unix, req.hold_end_s)
@@ -496,11 +500,9 @@ def replay(req: ReplayRequest) -> int:
         raise UserError(str(exc)) from None
     log.debug("replay took %.1f s", time.perf_counter() - t0)
     if req.timeline_png is not None:
-        from edge_hf.daemon.timeline import score_timeline_png
+        from edge_hf.daemon.timeline import signals_timeline_png
 
-        scores = {
-            c.cfg.name: (c.interval_s, list(c.scores), c.detector.threshold)
-            for c in pipeline.cameras
-        }
-        score_timeline_png(req.timeline_png, scores)
+        signals_timeline_png(req.timeline_png, recordings)
+    if req.explain:
+        print(explanation(recordings), flush=True)
     return 0
