@@ -178,6 +178,7 @@ pose-model: $(STAMP)
 # its leave-one-out figures beside the hand rules' (benchmarks/results/real/pose_head.md). ~3 min.
 pose-head: $(STAMP)
 	PYTHONPATH=. $(PY) experiments/pose_head.py --mode veto --threshold 0.1 --final models/pose-head.json
+	PYTHONPATH=. $(PY) experiments/pose_head.py --mode veto --threshold 0.1 --final models/pose-head-look.json --second-look
 	PYTHONPATH=. $(PY) experiments/pose_head.py --mode veto --threshold 0.1 > benchmarks/results/real/pose_head.md
 	PYTHONPATH=. $(PY) experiments/pose_head.py --mode veto --threshold 0.1 --plot benchmarks/results/real/pose_head.png
 

@@ -155,3 +155,18 @@ def test_a_grey_night_frame_gets_local_contrast_and_a_colour_frame_does_not() ->
     plain = cv2.cvtColor(cv2.resize(colour, (256, 144), interpolation=cv2.INTER_AREA),
                          cv2.COLOR_BGR2RGB)  # fmt: skip
     assert np.array_equal(pose_frame(colour, None, 256), plain)
+
+
+def test_the_shipped_heads_each_hold_the_config_to_their_poses() -> None:
+    from edge_hf.core.errors import UserError
+    from edge_hf.daemon.config import PersonConfig
+    from edge_hf.daemon.person import load_head
+
+    models = Path(__file__).resolve().parents[1] / "models"
+    look, plain = models / "pose-head-look.json", models / "pose-head.json"
+    assert load_head(PersonConfig(model=POSE_MODEL, head=look, second_look=True)) is not None
+    assert load_head(PersonConfig(model=POSE_MODEL, head=plain)) is not None
+    with pytest.raises(UserError, match="set person.second_look: true or leave person.head unset"):
+        load_head(PersonConfig(model=POSE_MODEL, head=look))
+    with pytest.raises(UserError, match="set person.second_look: false or leave person.head unset"):
+        load_head(PersonConfig(model=POSE_MODEL, head=plain, second_look=True))
