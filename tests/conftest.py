@@ -155,3 +155,18 @@ def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
             return True
         time.sleep(0.1)
     return condition()
+
+
+def clip_frames(clip: Path, size: tuple[int, int] = (640, 480)) -> tuple[list[np.ndarray], float]:
+    """Every frame of a real clip resized to `size` (w, h), and its frame rate: for composites
+    and re-encoded copies in tests."""
+    cap = cv2.VideoCapture(str(clip))
+    fps = cap.get(cv2.CAP_PROP_FPS)
+    out = []
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        out.append(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
+    cap.release()
+    return out, fps

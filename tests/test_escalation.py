@@ -14,7 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import cv2
 import jsonschema
 import numpy as np
 import pytest
@@ -29,7 +28,7 @@ from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_video
 from tests.broker import Broker, alerts_printed
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, clip_frames
 from tests.test_mqtt import Subscriber
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,16 +41,7 @@ SIZE = (640, 360)
 
 
 def _frames(clip: Path) -> tuple[list[np.ndarray], float]:
-    cap = cv2.VideoCapture(str(clip))
-    fps = cap.get(cv2.CAP_PROP_FPS)
-    out = []
-    while True:
-        ok, frame = cap.read()
-        if not ok:
-            break
-        out.append(cv2.resize(frame, SIZE, interpolation=cv2.INTER_AREA))
-    cap.release()
-    return out, fps
+    return clip_frames(clip, SIZE)
 
 
 def _config(tmp_path: Path, video: Path, detection: str = "", mqtt: str = "") -> Path:

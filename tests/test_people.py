@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 
@@ -15,26 +14,13 @@ from edge_hf.daemon.events import FallEvent
 from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_video
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, clip_frames
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_MODEL = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
 POSE = ROOT / "models" / "person-movenet-multipose-lightning.onnx"
 GMDCSA = SHARED_DATA / "gmdcsa24"
 needs_gmdcsa = pytest.mark.skipif(not GMDCSA.is_dir(), reason="../shared/data/gmdcsa24 absent")
-
-
-def _frames(clip: Path, size: tuple[int, int] = (640, 480)) -> tuple[list[np.ndarray], float]:
-    cap = cv2.VideoCapture(str(clip))
-    fps = cap.get(cv2.CAP_PROP_FPS)
-    out = []
-    while True:
-        ok, frame = cap.read()
-        if not ok:
-            break
-        out.append(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
-    cap.release()
-    return out, fps
 
 
 def _events(
@@ -63,7 +49,7 @@ def test_a_fall_the_person_gets_up_from_is_reported_and_ends_got_up(tmp_path: Pa
     up) and standing: a `start` naming the person; with `detection.end_when_up` an `end` with
     `got_up` and how long they were down (before, the event stayed open until acknowledged);
     without it (the default) the latch holds (replay closes it at the end of the file)."""
-    frames, fps = _frames(GMDCSA / "S3_Fall_01.mp4", (640, 360))
+    frames, fps = clip_frames(GMDCSA / "S3_Fall_01.mp4", (640, 360))
     lying, standing = frames[-1], frames[0]
     clip = frames + [lying] * round(2 * fps) + frames[::-1] + [standing] * round(2 * fps)
     video = tmp_path / "up.mp4"
@@ -86,8 +72,8 @@ def test_two_people_falling_together_raise_the_alarm_and_the_event_says_which(
 ) -> None:
     """Two real falls side by side in one picture (two people, both falling): the alarm goes
     out, with the box of one of them."""
-    a, fps = _frames(GMDCSA / "S3_Fall_20.mp4")
-    b, _ = _frames(GMDCSA / "S4_Fall_03.mp4")
+    a, fps = clip_frames(GMDCSA / "S3_Fall_20.mp4")
+    b, _ = clip_frames(GMDCSA / "S4_Fall_03.mp4")
     n = max(len(a), len(b))
     both = [np.hstack([a[min(i, len(a) - 1)], b[min(i, len(b) - 1)]]) for i in range(n)]
     video = tmp_path / "two.mp4"
@@ -101,8 +87,8 @@ def test_two_people_falling_together_raise_the_alarm_and_the_event_says_which(
 def test_a_fall_beside_someone_walking_names_the_faller(tmp_path: Path) -> None:
     """A person walking (S1_ADL_10, left half) beside a real fall (S3_Fall_20, right half): the
     fall is raised, and the person it names is the one in the right half."""
-    walk, fps = _frames(GMDCSA / "S1_ADL_10.mp4")
-    fall, _ = _frames(GMDCSA / "S3_Fall_20.mp4")
+    walk, fps = clip_frames(GMDCSA / "S1_ADL_10.mp4")
+    fall, _ = clip_frames(GMDCSA / "S3_Fall_20.mp4")
     n = len(fall)
     both = [np.hstack([walk[i % len(walk)], fall[i]]) for i in range(n)]
     video = tmp_path / "walk_fall.mp4"

@@ -166,7 +166,11 @@ def test_the_shipped_heads_each_hold_the_config_to_their_poses() -> None:
     look, plain = models / "pose-head-look.json", models / "pose-head.json"
     assert load_head(PersonConfig(model=POSE_MODEL, head=look, second_look=True)) is not None
     assert load_head(PersonConfig(model=POSE_MODEL, head=plain)) is not None
-    with pytest.raises(UserError, match="set person.second_look: true or leave person.head unset"):
+    with pytest.raises(
+        UserError, match=r"set person\.second_look: true or leave person\.head unset"
+    ):
         load_head(PersonConfig(model=POSE_MODEL, head=look))
-    with pytest.raises(UserError, match="set person.second_look: false or leave person.head unset"):
+    with pytest.raises(
+        UserError, match=r"set person\.second_look: false or leave person\.head unset"
+    ):
         load_head(PersonConfig(model=POSE_MODEL, head=plain, second_look=True))

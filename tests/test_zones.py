@@ -24,7 +24,7 @@ from edge_hf.daemon.events import FallEvent
 from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_video
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, clip_frames
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_MODEL = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
@@ -129,26 +129,13 @@ def test_the_classifier_alone_respects_zones_through_the_person_boxes(
 # ------------------------------------------------------------------ someone else in the room
 
 
-def _frames(clip: Path, size: tuple[int, int] = (640, 480)) -> tuple[list[np.ndarray], float]:
-    cap = cv2.VideoCapture(str(clip))
-    fps = cap.get(cv2.CAP_PROP_FPS)
-    out = []
-    while True:
-        ok, frame = cap.read()
-        if not ok:
-            break
-        out.append(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
-    cap.release()
-    return out, fps
-
-
 @pytest.fixture(scope="module")
 def two_people(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A person walking about (S1_ADL_10, left half) beside a real fall (S3_Fall_20, right)."""
     if not GMDCSA.is_dir():
         pytest.skip("../shared/data/gmdcsa24 absent")
-    walk, fps = _frames(GMDCSA / "S1_ADL_10.mp4")
-    fall, _ = _frames(GMDCSA / "S3_Fall_20.mp4")
+    walk, fps = clip_frames(GMDCSA / "S1_ADL_10.mp4")
+    fall, _ = clip_frames(GMDCSA / "S3_Fall_20.mp4")
     both = [np.hstack([walk[i % len(walk)], fall[i]]) for i in range(len(fall))]
     video = tmp_path_factory.mktemp("two") / "walk_fall.mp4"
     write_video(video, iter(both), fps, (1280, 480))
