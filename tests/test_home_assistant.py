@@ -267,7 +267,8 @@ DOCUMENTED: dict[str, tuple[set[str], set[str]]] = {
         {"device_class", "payload_on", "payload_off", "value_template", "off_delay",
          "expire_after", "force_update"},
     ),
-    "sensor": ({"state_topic"}, {"device_class", "options", "value_template", "state_class"}),
+    "sensor": ({"state_topic"}, {"device_class", "options", "value_template", "state_class",
+                                 "suggested_display_precision"}),
     "event": ({"state_topic", "event_types"}, {"device_class", "value_template"}),
     "button": ({"command_topic"}, {"payload_press", "device_class", "retain", "command_template"}),
     "image": ({"image_topic"}, {"content_type", "image_encoding"}),
@@ -302,6 +303,58 @@ def test_discovery_payloads_use_only_documented_keys() -> None:
     box = "edge_hf_box"
     assert box in devices and "via_device" not in devices[box]
     assert {d.get("via_device") for i, d in devices.items() if i != box} == {box}
+
+
+def _render_ha(template: str, payload: dict[str, Any], this_state: str = "unknown") -> str:
+    """An MQTT value_template rendered as Home Assistant 2024.3 does: `value_json`, `this` (the
+    entity's own state object), and its `is_number` and `to_json` filters."""
+    import jinja2
+
+    def is_number(v: object) -> bool:
+        try:
+            float(v)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return False
+        return True
+
+    env = jinja2.Environment()
+    env.filters.update(is_number=is_number, to_json=json.dumps)
+    this = type("State", (), {"state": this_state})()
+    return env.from_string(template).render(value_json=payload, this=this)
+
+
+def test_home_assistant_shows_how_many_others_were_present() -> None:
+    """#43 item 6: `sensor.<device>_<camera>_others_present`, from the retained attributes topic:
+    the start's `others_present`, kept through the escalation (which does not repeat it), unknown
+    ("None") once the fall ended or without the person stage. Added after the other entities;
+    their ids and topics are unchanged (`make ha-check` runs it in a real Home Assistant)."""
+    from edge_hf.daemon.homeassistant import Discovery, discovery, discovery_topics
+    from tests.test_mqtt import _event
+
+    d = Discovery("box", cameras=("hall",), snapshot_cameras=frozenset({"hall"}))
+    payloads = discovery(d)
+    sensor = payloads["homeassistant/sensor/box/hall_others_present/config"]
+    assert sensor["default_entity_id"] == "sensor.box_hall_others_present"
+    assert (
+        sensor["name"] == "Others present"
+        and sensor["unique_id"] == "edge_hf_box_hall_others_present"
+    )
+    assert sensor["state_topic"] == "edge_hf/box/hall/attributes"
+    assert list(payloads)[1:7] == [
+        f"homeassistant/{c}/box/hall_{o}/config" for c, o in (
+            ("binary_sensor", "fall"), ("sensor", "status"), ("event", "fall_event"),
+            ("button", "acknowledge"), ("image", "snapshot"), ("sensor", "down_since"))
+    ], "the entities before #43 item 6, as they were"  # fmt: skip
+    assert "homeassistant/sensor/box/hall_others_present/config" in discovery_topics(d, "hall")
+    start = replace(_event(1), others_present=1)
+    template = sensor["value_template"]
+    assert _render_ha(template, start.as_dict()) == "1"
+    assert _render_ha(template, replace(start, others_present=0).as_dict()) == "0"
+    assert _render_ha(template, _event(1).as_dict()) == "None", "no person stage: unknown"
+    escalation = replace(_event(1), type="escalation", down_s=60.0).as_dict()  # as the daemon's
+    assert _render_ha(template, escalation, this_state="1") == "1", "kept through it"
+    assert _render_ha(template, escalation, this_state="unknown") == "None"
+    assert _render_ha(template, _event(1, "end").as_dict(), this_state="1") == "None"
 
 
 def test_a_camera_removed_from_the_config_disappears(broker: Broker, tmp_path: Path) -> None:

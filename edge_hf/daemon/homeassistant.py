@@ -19,10 +19,11 @@ from edge_hf import __version__
 CAMERA_STATUSES = ("online", "slow", "overloaded", "degraded", "blind", "stalled", "offline")
 
 # Home Assistant entities per camera: (component, object id suffix); the image only for cameras
-# with snapshots on.
+# with snapshots on. New entities go last: ids and topics of the others never change.
 ENTITIES = (
     ("binary_sensor", "fall"), ("sensor", "status"), ("event", "fall_event"),
     ("button", "acknowledge"), ("image", "snapshot"), ("sensor", "down_since"),
+    ("sensor", "others_present"),
 )  # fmt: skip
 
 
@@ -154,6 +155,19 @@ def camera_config(
             "device_class": "timestamp", "state_topic": f"{base}/attributes",
             "value_template": (
                 "{{ value_json.started_at if value_json.type == 'escalation' else none }}"
+            ),
+        }),
+        # Others upright in view when the open fall was raised (its `start`; the person stage's
+        # count), kept through its escalation (which does not repeat it: `this` is the entity's
+        # own state); unknown once it ended, and without the person stage. Numeric (a display
+        # precision), so that Home Assistant takes "None" as unknown, not as a word.
+        "others_present": ("Others present", {
+            "state_topic": f"{base}/attributes", "suggested_display_precision": 0,
+            "value_template": (
+                "{% if value_json.type != 'end' and value_json.others_present is defined %}"
+                "{{ value_json.others_present }}"
+                "{% elif value_json.type == 'escalation' and this.state | is_number %}"
+                "{{ this.state }}{% else %}{{ none }}{% endif %}"
             ),
         }),
     }  # fmt: skip
