@@ -222,7 +222,9 @@ bench-outage: $(STAMP) mosquitto
 	$(PY) benchmarks/outage_memory.py --events 20000
 
 # Opt-in check with a real Home Assistant core (2024.3.3, its own venv in .ha-venv; not in
-# `make test`): discovery, a fall acknowledged by its button, kill -9 without a stale alarm.
+# `make test`): discovery, a fall acknowledged by its button, kill -9 without a stale alarm; with
+# ../shared/data/gmdcsa24, a real fall's escalation, others present, the skeleton image and the
+# example automations (deploy/home-assistant/automation.yaml).
 HA_VENV := .ha-venv
 HA_PY   ?= python3.11
 HA_REQS := homeassistant==2024.3.3 paho-mqtt==1.6.1 'josepy<2' Pillow==10.2.0 \
