@@ -145,7 +145,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from edge_hf.daemon.calibrate import calibrate, write_threshold
+    from edge_hf.daemon.calibrate import calibrate, write_threshold, zones_text
     from edge_hf.daemon.config import load_config
 
     if (args.video is None) == (args.minutes is None):
@@ -160,6 +160,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"wrote cameras[{args.camera}].threshold = {result.threshold:.3f} to {path}")
     else:
         print(f"add to camera {args.camera}: threshold: {result.threshold:.3f}  (or use --write)")
+    if result.zones:  # printed, never written: a zone deserves a look before it silences falls
+        print(zones_text(args.camera, args.config, result.zones))
     return 0
 
 

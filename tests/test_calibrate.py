@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +195,65 @@ def test_calibrate_cli_prints_the_distribution_and_refuses_mistakes(tmp_path: Pa
         bad = subprocess.run([*cli, *args], capture_output=True, text=True, check=False)
         lines = bad.stderr.strip().splitlines()
         assert bad.returncode == 2 and len(lines) == 1 and needle in lines[0], bad.stderr
+
+
+ASSIST = SHARED_DATA / "assist_iot" / "videos" / "adl"
+LIE_DOWN = ASSIST / "11_sitting_laying_down_slowly.mp4"  # sits on a raised bed, lies down on it
+WALK = ASSIST / "01_walking_slowly.mp4"
+POSE = SHIPPED_MODEL.parent / "person-movenet-multipose-lightning.onnx"
+needs_assist = pytest.mark.skipif(not ASSIST.is_dir(), reason="../shared/data/assist_iot absent")
+
+
+def _room(tmp_path: Path, zones: str = "") -> Path:
+    """A camera of the ASSIST-IoT room (its `main` view) with the real model and the person stage."""
+    tmp_path.mkdir(exist_ok=True)
+    path = tmp_path / "room.yaml"
+    path.write_text(
+        f"device_id: box\nmodel:\n  path: {REAL_MODEL}\n  providers: [cpu]\nperson:\n  model: "
+        f"{POSE}\ncameras:\n  - name: room\n    source: /dev/video9\n    crop: [0, 0, 853, 640]\n"
+        f"{zones}state_dir: {tmp_path / 'state'}\n"
+    )
+    return path
+
+
+def _lying_points(config: Path, video: Path) -> list[tuple[float, float]]:
+    """Where the pose rules saw someone down in a replay of `video` (0-1 of the view), and the
+    number of fall events it raised."""
+    cfg = load_config(config)
+    cam = cfg.cameras[0].model_copy(update={"source": str(video), "loop": False})
+    p = build_pipeline(cfg.model_copy(update={"cameras": [cam]}), RecordingSink(), score_history=None, live=False)  # fmt: skip
+    p.cameras[0].detector.lying_at = []
+    replay_files(p)
+    return [at for _, at, why in p.cameras[0].detector.lying_at if why == "pose"]
+
+
+@needs_assist
+def test_calibrate_suggests_an_ignore_zone_where_people_lay_and_it_silences_them(
+    tmp_path: Path,
+) -> None:
+    config = _room(tmp_path)
+    cli = [sys.executable, "-m", "edge_hf.cli", "--log-level", "WARNING", "calibrate", "--config", str(config), "--camera", "room"]  # fmt: skip
+    out = subprocess.run([*cli, "--video", str(LIE_DOWN)], capture_output=True, text=True, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "suggested ignore zone(s) for camera room" in out.stdout, out.stdout
+    assert re.search(r"people lay here during normal activity: \d+ pose ticks between", out.stdout)
+    assert "threshold:" not in config.read_text(), "zones are printed, never written"
+    # The printed YAML, pasted under the camera, is a valid config whose zones hold every place
+    # the pose rules saw the person lying.
+    block = out.stdout[out.stdout.index("zones:\n") :]
+    with_zones = _room(tmp_path / "z", "    " + block.replace("\n", "\n    ").rstrip() + "\n")
+    zones = load_config(with_zones).cameras[0].zone_rules()
+    assert zones and all(z.kind == "ignore" for z in zones.zones)
+    lying = _lying_points(config, LIE_DOWN)
+    assert len(lying) >= 10 and all(zones.refusal(p) for p in lying)
+    # Replayed with those zones, the lying down raises no fall; without, it did.
+    before = calibrate(load_config(config), "room", [LIE_DOWN], 0.0, 0.05)
+    after = calibrate(load_config(with_zones), "room", [LIE_DOWN], 0.0, 0.05)
+    assert before.events_at_current >= 1 and after.events_at_current == 0
+    assert after.zones == (), "nothing left to suggest once the zones are in"
+
+
+@needs_assist
+def test_walking_about_suggests_no_zone(tmp_path: Path) -> None:
+    result = calibrate(load_config(_room(tmp_path)), "room", [WALK], 0.0, 0.05)
+    assert result.zones == ()

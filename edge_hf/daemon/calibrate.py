@@ -28,6 +28,7 @@ import numpy as np
 
 from edge_hf.core.errors import UserError
 from edge_hf.core.video import VideoError
+from edge_hf.core.zones import Zones
 from edge_hf.daemon.app import build_pipeline, operating_point, video_source
 from edge_hf.daemon.config import Config, DetectionConfig, ensure_state_dir, load_config
 from edge_hf.daemon.events import FallDetector, smoothed_level
@@ -38,6 +39,86 @@ from edge_hf.daemon.sources import SourceError
 
 log = logging.getLogger(__name__)
 MAX_THRESHOLD = 0.99
+ZONE_PAD = 0.05  # around the lying positions, in 0-1 of the view
+ZONE_LINK = 0.15  # lying positions this close (0-1 of the view) are one place
+ZONE_MIN_TICKS = 3  # fewer readings at a place than this: a glitch, no zone
+
+
+@dataclass(frozen=True)
+class ZoneSuggestion:
+    """An `ignore` zone around a place where people lay during normal activity."""
+
+    name: str
+    points: tuple[tuple[float, float], ...]
+    pose_ticks: int  # pose ticks that saw someone down there
+    windows: int  # classifier windows at the threshold with someone found there
+    t0: float
+    t1: float
+
+    def why(self) -> str:
+        what = f"{self.pose_ticks} pose ticks"
+        if self.windows:
+            what += f" and {self.windows} classifier windows at the threshold"
+        return (
+            f"people lay here during normal activity: {what} between {self.t0:.1f} and "
+            f"{self.t1:.1f} s"
+        )
+
+    def yaml(self) -> str:
+        """The zone as a list item of `cameras[].zones` (to paste under `zones:`)."""
+        pts = ", ".join(f"[{x:.2f}, {y:.2f}]" for x, y in self.points)
+        return f"  - name: {self.name}\n    kind: ignore\n    points: [{pts}]"
+
+
+def zones_text(camera: str, config: str, suggestions: Sequence[ZoneSuggestion]) -> str:
+    """What calibrate prints for suggested zones: where to paste them, and the YAML."""
+    if not suggestions:
+        return ""
+    lines = [
+        f"suggested ignore zone(s) for camera {camera}, to paste under its `zones:` (check them "
+        f"with: edge-hf zones --config {config} --camera {camera} --out zones.png):",
+        "zones:",
+    ]
+    for z in suggestions:
+        lines += [f"  # {z.why()}", z.yaml()]
+    return "\n".join(lines)
+
+
+def suggest_zones(
+    lying: Sequence[tuple[float, tuple[float, float], str]], zones: Zones
+) -> list[ZoneSuggestion]:
+    """`ignore` zones around the places where people were read as lying (`FallDetector.lying_at`):
+    positions within ZONE_LINK of one another are one place, each with at least ZONE_MIN_TICKS
+    readings gets the padded box around its positions; positions that the camera's zones already
+    refuse are left out."""
+    todo = [r for r in lying if zones.refusal(r[1]) is None]
+    places: list[list[tuple[float, tuple[float, float], str]]] = []
+    while todo:
+        place, todo = [todo[0]], todo[1:]
+        grew = True
+        while grew:
+            near = [r for r in todo if any(_close(r[1], q[1]) for q in place)]
+            todo = [r for r in todo if not any(_close(r[1], q[1]) for q in place)]
+            place += near
+            grew = bool(near)
+        places.append(place)
+    out: list[ZoneSuggestion] = []
+    for place in sorted(places, key=len, reverse=True):
+        ticks = len({t for t, _, why in place if why == "pose"})
+        windows = len({t for t, _, why in place if why == "classifier"})
+        if ticks + windows < ZONE_MIN_TICKS:
+            continue
+        xs, ys = [p[0] for _, p, _ in place], [p[1] for _, p, _ in place]
+        x0, y0 = max(0.0, min(xs) - ZONE_PAD), max(0.0, min(ys) - ZONE_PAD)
+        x1, y1 = min(1.0, max(xs) + ZONE_PAD), min(1.0, max(ys) + ZONE_PAD)
+        times = [t for t, _, _ in place]
+        out.append(ZoneSuggestion(f"lying-{len(out) + 1}", ((x0, y0), (x1, y0), (x1, y1), (x0, y1)),
+                                  ticks, windows, min(times), max(times)))  # fmt: skip
+    return out
+
+
+def _close(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return math.dist(a, b) <= ZONE_LINK
 
 
 @dataclass(frozen=True)
@@ -59,6 +140,8 @@ class Calibration:
     threshold: float
     events_at_current: int  # fall events the current threshold raised on this recording
     current: float  # the threshold the camera runs at now (its own, the config's or the model's)
+    # `ignore` zones where people lay during this normal activity (the person stage on; else none)
+    zones: tuple[ZoneSuggestion, ...] = ()
 
     def report(self) -> str:
         return (
@@ -168,6 +251,7 @@ def _watch(cfg: Config, camera: str, video: Path | None, minutes: float) -> Pipe
         one, RecordingSink(), config_name="calibrate", score_history=None, live=video is None
     )
     pipeline.cameras[0].detector.trace = []
+    pipeline.cameras[0].detector.lying_at = []
     if video is not None:
         try:
             replay_files(pipeline)
@@ -212,6 +296,7 @@ def calibrate(
         floor = operating_point(cfg, runs[0].classifier.contract, detection)[0]
     quiet = [quiet_point(cam.detector.trace or [], cam.detector, floor - margin) for cam in cams]
     q = np.percentile(scores, [50, 90, 99])
+    lying = [r for cam in cams for r in (cam.detector.lying_at or [])]
     return Calibration(
         camera=camera,
         windows=len(scores),
@@ -226,6 +311,7 @@ def calibrate(
         threshold=suggested_threshold(quiet, floor, margin),
         events_at_current=sum(cam.detector.counts.start for cam in cams),
         current=cams[0].detector.threshold,
+        zones=tuple(suggest_zones(lying, cams[0].detector.zones)),
     )
 
 

@@ -345,6 +345,11 @@ class FallDetector:
         self._rate = LogRate()  # a flood of acknowledgements is a line a minute
         # (t, fall, down) of every window fed, when a caller asks for it (`edge-hf calibrate`).
         self.trace: list[tuple[float, float, float | None]] | None = None
+        # (t, where, why) of every person read as lying, when a caller asks (`edge-hf calibrate`,
+        # to suggest an `ignore` zone): "pose" for each person the pose rules saw down at a tick,
+        # "classifier" for those of the newest tick (the ones down, else all) under a window
+        # whose P(fall) reached the threshold. Where: `Seen.at`, 0-1 of the camera's view.
+        self.lying_at: list[tuple[float, tuple[float, float], str]] | None = None
         # Every window's gates, pose tick and decision, when a caller asks (`replay --explain`);
         # `origin`: the detector time decisions count their seconds from (replay: the file's 0).
         self.record: DecisionRecord | None = None
@@ -409,6 +414,11 @@ class FallDetector:
         self._recent.append(score)
         if self.trace is not None:
             self.trace.append((t, score, down))
+        if self.lying_at is not None and score >= self.threshold and self._seen:
+            at, seen = self._seen[-1]
+            if t - at <= 1.0:  # (a person found around this window)
+                found = [one for one in seen if one.down] or seen
+                self.lying_at.extend((t, one.at, "classifier") for one in found)
         if self._pose_fall_at is not None and self._open is not None:
             self._pose_fall_at = None  # (the fall in progress)
         elif self._pose_fall_at is not None and t >= self._cooldown_until:
@@ -706,6 +716,8 @@ class FallDetector:
                 centre = ((x0 + x1) / 2, (y0 + y1) / 2)
                 seen.append(Seen(track, (x0, y0, x1, y1), centre, down=True))
         self._seen.append((t, seen))
+        if self.lying_at is not None:
+            self.lying_at.extend((t, s.at, "pose") for s in seen if s.down)
         while self._seen and self._seen[0][0] < t - POSE_DOWN_S:
             self._seen.popleft()
 
