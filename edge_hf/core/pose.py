@@ -270,7 +270,9 @@ def view_frame(
 Box = tuple[float, float, float, float]
 
 
-def _overlap(a: Box, b: Box) -> float:
+def iou(a: Box, b: Box) -> float:
+    """Intersection over union of two (x0, y0, x1, y1) boxes (the pose rules' tracking and the
+    second look use it alike)."""
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
     inter = ix * iy
@@ -332,7 +334,7 @@ class SecondLook:
         grey = cv2.cvtColor(small_rgb, cv2.COLOR_RGB2GRAY)
         before, self._grey = self._grey, grey
         lost = [b for _, b in sorted(self._seen, key=lambda s: -s[0])
-                if all(_overlap(b, p.box) < 0.3 for p in found)]  # fmt: skip
+                if all(iou(b, p.box) < 0.3 for p in found)]  # fmt: skip
         moved: list[Box] = []
         if before is not None and before.shape == grey.shape:
             near = [_grown(p.box, 0.5) for p in found] + lost
@@ -372,17 +374,17 @@ class SecondLook:
             self.crops += 1
             near = self.estimator.people(view_rgb[y : y + side, x : x + side])
             near = [_scaled(p, 1 / k, x, y) for p in near]
-            best = max(near, key=lambda p: (_overlap(p.box, box) > 0, p.score), default=None)
+            best = max(near, key=lambda p: (iou(p.box, box) > 0, p.score), default=None)
             if best is not None:
                 found = [
                     p for p in found
-                    if _overlap(p.box, best.box) < 0.3 and _inside(best.box, p.box) < 0.7
+                    if iou(p.box, best.box) < 0.3 and _inside(best.box, p.box) < 0.7
                 ] + [best]  # fmt: skip
             if len(looked) == self.s.max_crops:
                 break
         found.sort(key=lambda p: -p.score)
         keep = [(when, box) for when, box in self._seen if t - when <= self.s.keep_s]
-        keep = [(w, b) for w, b in keep if all(_overlap(b, p.box) < 0.1 for p in found)]
+        keep = [(w, b) for w, b in keep if all(iou(b, p.box) < 0.1 for p in found)]
         self._seen = [(t, p.box) for p in found] + keep
         return found
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Person, PoseFeatures, features
+from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Person, PoseFeatures, features, iou
 from edge_hf.core.posehead import FEATURES, PoseHead
 from edge_hf.core.zones import body_point
 
@@ -62,15 +62,6 @@ def _feet_distance(
     dx = (a[0] + a[2]) / 2 - (b[0] + b[2]) / 2
     dy = a[3] - b[3]
     return float(np.hypot(dx, dy)) / max(a[3] - a[1], b[3] - b[1], 1e-6)
-
-
-def iou(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
-    """Intersection over union of two (x0, y0, x1, y1) boxes."""
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 @dataclass

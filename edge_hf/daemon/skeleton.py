@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Person
+from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Person, iou
 
 BACKGROUND = (48, 40, 36)  # BGR, a dark slate
 FALLEN = (64, 64, 235)  # the person the fall is about (red)
@@ -76,20 +76,13 @@ def figures(people: Sequence[Person], frame_hw: tuple[int, int]) -> tuple[Figure
     return tuple(out)
 
 
-def _iou(a: Box, b: Box) -> float:
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - ix * iy
-    return ix * iy / union if union > 0 else 0.0
-
-
 def _fallen(sk: Skeleton) -> Figure | None:
     """The figure the fall is about: the one whose box overlaps the event's person most."""
     if sk.fallen is None:
         return None
     named = sk.fallen
-    best = max(sk.figures, key=lambda f: _iou(f.box, named), default=None)
-    return best if best is not None and _iou(best.box, named) > 0.3 else None
+    best = max(sk.figures, key=lambda f: iou(f.box, named), default=None)
+    return best if best is not None and iou(best.box, named) > 0.3 else None
 
 
 def draw(sk: Skeleton, caption: str = "") -> np.ndarray:

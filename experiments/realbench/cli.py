@@ -89,6 +89,8 @@ def main() -> None:
         plot_tradeoff(runs, rows, out / "tradeoff.png")
         print(table(runs, rows), flush=True)
 
+    if a.recipe and a.recipe not in VARIANTS:
+        raise SystemExit(f"--recipe {a.recipe!r}: not a row of realbench.variants.VARIANTS")
     if a.conditions is not None:
         try:
             conditions.main(a, items)
