@@ -25,8 +25,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Person, PoseFeatures, features, iou
+from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Box, Person, PoseFeatures, features, iou
 from edge_hf.core.posehead import FEATURES, PoseHead
+from edge_hf.core.poseseq import PoseSequenceModel
+from edge_hf.core.posewindow import WindowSpec, window_array
 from edge_hf.core.zones import body_point
 
 # A person's place in the rules at a tick (`Seen.stage`): upright; between (neither upright nor
@@ -37,6 +39,8 @@ STAGES = ("upright", "between", "vetoed", "not_seen_up", "slow", "descent", "fal
 HISTORY_S = 1.0  # the head's "over the last second" features
 GOT_UP_S = 2.0  # a fallen person is up again once upright this long, as tall as before the fall
 UP_HEIGHT = 0.8  # ... at least this share of their height before the fall (sitting up is not up)
+UP_P = 0.5  # the sequence model sees a person up at this P(up)
+SEQ_MODES = ("join", "decide")
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,11 @@ class _Track:
     getting_up: tuple[float, float, float | None] | None = None
     # (t, hip_y, aspect) of the last HISTORY_S, for the head's features
     history: deque[tuple[float, float | None, float]] = field(default_factory=deque)
+    # what the pose model found of this person at each tick since the track began (None: not
+    # found), the last `window_ticks`: the sequence model's window
+    poses: deque[Person | None] = field(default_factory=deque)
+    seq_since: float | None = None  # since when the sequence model's P(falling) is high
+    by_seq: bool = False  # the fall was confirmed by the sequence model
 
 
 @dataclass
@@ -105,6 +114,7 @@ class Seen:
     head_p: float | None = None
     why: tuple[str, ...] = ()
     stage: str = ""
+    seq_p: tuple[float, float, float] | None = None  # the sequence model's falling, down, up
 
     def scaled(self, w: float, h: float) -> Seen:
         """The same person with x divided by `w` and y by `h`."""
@@ -213,16 +223,32 @@ class PoseFallRules:
     only while the head's probability is at least its threshold; in mode `decide`, "down after a
     fall" is the head's probability at or above its threshold instead of the thresholds and the
     sudden-descent rule (tracking and `confirm_s` the same). `record`, when a list, gets
-    (t, features) of every tracked person each tick (the head's training rows)."""
+    (t, features) of every tracked person each tick (the head's training rows).
+
+    With a sequence model (`edge_hf.core.poseseq`) each tracked person's window of poses is
+    judged every tick: in mode `join` its P(falling) held for `confirm_s` also confirms a fall
+    the rules did not, and such a fall ends when the model sees the person up again (not when
+    the geometry reads upright: from a camera the person fell towards, a lying body looks
+    upright); in mode `decide` it alone says fallen and up. `windows`, when a list, gets
+    (t, track id, box, window) of every person found each tick (the sequence model's inputs)."""
 
     def __init__(
         self,
         settings: PoseRuleSettings | None = None,
         head: PoseHead | None = None,
         record: list[tuple[float, np.ndarray]] | None = None,
+        seq: PoseSequenceModel | None = None,
+        seq_mode: str = "join",
+        windows: list[tuple[float, int, Box, np.ndarray]] | None = None,
+        window: WindowSpec | None = None,
     ) -> None:
+        if seq_mode not in SEQ_MODES:
+            raise ValueError(f"seq_mode {seq_mode!r}: one of {SEQ_MODES}")
         self.s = settings or PoseRuleSettings()
         self.head, self.record = head, record
+        self.seq, self.seq_mode, self.windows = seq, seq_mode, windows
+        spec = seq.spec if seq is not None else window or WindowSpec()
+        self.window_ticks = spec.ticks
         self.tracks: list[_Track] = []
         self._ids = 0
 
@@ -272,12 +298,17 @@ class PoseFallRules:
         )
 
     def update(self, t: float, people: list[Person]) -> PoseVerdict:
-        s, verdict = self.s, PoseVerdict(False, False, t=t)
-        for tr, p in self._match(people, t):
+        verdict = PoseVerdict(False, False, t=t)
+        pairs = self._match(people, t)
+        probs = self._sequence(t, pairs)
+        for k, (tr, p) in enumerate(pairs):
             f = features(p)
             verdict.seen.append(Seen(tr.id, p.box, body_point(p), score=p.score,
                                      torso_deg=f.torso_deg, aspect=f.aspect,
                                      hip_drop=_hip_drop(tr, f)))  # fmt: skip
+            q = None if probs is None else probs[k]
+            if q is not None:
+                verdict.seen[-1].seq_p = (float(q[0]), float(q[1]), float(q[2]))
             x = None
             if self.head is not None or self.record is not None:
                 x = head_features(tr, f, p, t)
@@ -286,42 +317,14 @@ class PoseFallRules:
                     tr.history.popleft()
                 if self.record is not None:
                     self.record.append((t, x))
-                if self.head is not None and self.head.mode == "decide":
-                    self._head_update(tr, p, f, x, t, verdict)
-                    continue
-            seen = verdict.seen[-1]
-            if self.head is not None and x is not None:  # mode veto
-                seen.head_p = float(self.head.prob(x))
-            if is_upright(f, p, s):
-                seen.upright, seen.stage = True, "upright"
-                _up_again(tr, p, t, verdict)
-                tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
-                tr.down_since, tr.fallen = None, False
-                continue
-            tr.getting_up = None
-            why = down_reasons(f, tr.upright_hip_y, tr.upright_height, s)
-            seen.why, seen.stage = tuple(why), "vetoed" if why else "between"
-            if why and self.head is not None and seen.head_p is not None:  # mode veto
-                why = why if seen.head_p >= self.head.threshold else []
-            if not why:
-                tr.down_since = None
-                continue
-            verdict.down = verdict.seen[-1].down = True
-            verdict.reasons += why
-            verdict.person = verdict.person or (tr.id, tr.box)
-            if tr.down_since is None:
-                sudden = tr.upright_t is not None and t - tr.upright_t <= s.max_descent_s
-                if not sudden:
-                    slow = "slow" if tr.upright_t is not None else "not_seen_up"
-                    seen.stage = "fallen" if tr.fallen else slow
-                    continue
-                tr.down_since = t
-            if t - tr.down_since >= s.confirm_s and not tr.fallen:
-                tr.fallen = verdict.new_fall = True
-                tr.fell_at, tr.stand_height = tr.down_since, tr.upright_height
-                verdict.person = (tr.id, tr.box)
-            seen.stage = "fallen" if tr.fallen else "descent"
-            verdict.fall = verdict.fall or tr.fallen
+            if self.seq is not None and self.seq_mode == "decide" and q is not None:
+                self._seq_decide(tr, p, f, q, t, verdict)
+            elif self.head is not None and self.head.mode == "decide" and x is not None:
+                self._head_update(tr, p, f, x, t, verdict)
+            else:
+                self._rules_update(tr, p, f, x, q, t, verdict)
+            if q is not None and self.seq_mode == "join":
+                self._seq_join(tr, q, t, verdict)
         # A fallen person the model stops finding (lying people are found less often) stays fallen
         # until forgotten or seen upright again.
         fallen = [tr for tr in self.tracks if tr.fallen]
@@ -329,6 +332,122 @@ class PoseFallRules:
         if verdict.person is None and fallen:
             verdict.person = (fallen[0].id, fallen[0].box)
         return verdict
+
+    def _sequence(self, t: float, pairs: list[tuple[_Track, Person]]) -> np.ndarray | None:
+        """Each track's pose at this tick kept (None where not found); the windows of the people
+        found now recorded (`windows`) and, with a sequence model, its (falling, down, up) each."""
+        if self.seq is None and self.windows is None:
+            return None
+        found = {id(tr): p for tr, p in pairs}
+        for tr in self.tracks:
+            if tr.poses.maxlen != self.window_ticks:
+                tr.poses = deque(tr.poses, maxlen=self.window_ticks)
+            tr.poses.append(found.get(id(tr)))
+        if not pairs:
+            return None
+        w = np.stack([window_array(tr.poses, self.window_ticks) for tr, _ in pairs])
+        if self.windows is not None:
+            self.windows.extend((t, tr.id, p.box, w[k]) for k, (tr, p) in enumerate(pairs))
+        return None if self.seq is None else self.seq.probs(w)
+
+    def _still_down(self, tr: _Track, q: np.ndarray | None) -> bool:
+        """A fall the sequence model confirmed stays while it does not see the person up: from
+        a camera they fell towards, a lying body looks short and upright to the geometry."""
+        return tr.fallen and tr.by_seq and q is not None and q[2] < UP_P
+
+    def _rules_update(
+        self,
+        tr: _Track,
+        p: Person,
+        f: PoseFeatures,
+        x: np.ndarray | None,
+        q: np.ndarray | None,
+        t: float,
+        verdict: PoseVerdict,
+    ) -> None:
+        """`update` for one tracked person by the rules' geometry (and a head's veto)."""
+        s, seen = self.s, verdict.seen[-1]
+        if self.head is not None and x is not None:  # mode veto
+            seen.head_p = float(self.head.prob(x))
+        if is_upright(f, p, s) and not self._still_down(tr, q):
+            seen.upright, seen.stage = True, "upright"
+            _up_again(tr, p, t, verdict)
+            tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
+            tr.down_since, tr.fallen, tr.by_seq = None, False, False
+            return
+        tr.getting_up = None
+        why = down_reasons(f, tr.upright_hip_y, tr.upright_height, s)
+        seen.why, seen.stage = tuple(why), "vetoed" if why else "between"
+        if why and self.head is not None and seen.head_p is not None:  # mode veto
+            why = why if seen.head_p >= self.head.threshold else []
+        if not why:
+            tr.down_since = None
+            return
+        verdict.down = seen.down = True
+        verdict.reasons += why
+        verdict.person = verdict.person or (tr.id, tr.box)
+        if tr.down_since is None:
+            sudden = tr.upright_t is not None and t - tr.upright_t <= s.max_descent_s
+            if not sudden:
+                slow = "slow" if tr.upright_t is not None else "not_seen_up"
+                seen.stage = "fallen" if tr.fallen else slow
+                return
+            tr.down_since = t
+        if t - tr.down_since >= s.confirm_s and not tr.fallen:
+            tr.fallen = verdict.new_fall = True
+            tr.fell_at, tr.stand_height = tr.down_since, tr.upright_height
+            verdict.person = (tr.id, tr.box)
+        seen.stage = "fallen" if tr.fallen else "descent"
+        verdict.fall = verdict.fall or tr.fallen
+
+    def _seq_fall(self, tr: _Track, q: np.ndarray, t: float, verdict: PoseVerdict) -> None:
+        """The sequence model's P(falling) at or above its threshold for `confirm_s` confirms a
+        fall of this track (once)."""
+        seq = self.seq
+        if seq is None:
+            raise RuntimeError("_seq_fall without a sequence model")
+        if q[0] < seq.contract.threshold:
+            tr.seq_since = None
+            return
+        if tr.seq_since is None:
+            tr.seq_since = t
+        seen = verdict.seen[-1]
+        verdict.down = seen.down = True
+        if "sequence" not in verdict.reasons:
+            verdict.reasons.append("sequence")
+        verdict.person = verdict.person or (tr.id, tr.box)
+        if t - tr.seq_since >= self.s.confirm_s - 1e-6 and not tr.fallen:
+            tr.fallen = tr.by_seq = verdict.new_fall = True
+            tr.fell_at, tr.stand_height = tr.seq_since, tr.upright_height
+            verdict.person = (tr.id, tr.box)
+        if tr.fallen:
+            seen.stage = "fallen"
+            verdict.fall = True
+        elif seen.stage in ("", "upright", "between", "vetoed", "slow", "not_seen_up"):
+            seen.stage = "descent"
+
+    def _seq_join(self, tr: _Track, q: np.ndarray, t: float, verdict: PoseVerdict) -> None:
+        """Mode join: a fall the rules missed can be confirmed by the sequence model."""
+        if tr.fallen and not tr.by_seq:
+            return
+        self._seq_fall(tr, q, t, verdict)
+
+    def _seq_decide(
+        self, tr: _Track, p: Person, f: PoseFeatures, q: np.ndarray, t: float, v: PoseVerdict
+    ) -> None:
+        """Mode decide: the sequence model alone says fallen (P(falling)) and up again (P(up));
+        tracking, `confirm_s` and the wait before "got up" stay."""
+        seen = v.seen[-1]
+        upright = seen.upright = bool(q[2] >= UP_P) and is_upright(f, p, self.s)
+        if upright:
+            seen.stage = "upright"
+            _up_again(tr, p, t, v)
+            tr.upright_t, tr.upright_hip_y, tr.upright_height = t, f.hip_y, p.height
+            tr.fallen, tr.by_seq, tr.seq_since = False, False, None
+            return
+        tr.getting_up = None
+        seen.stage = "between"
+        self._seq_fall(tr, q, t, v)
 
     def _head_update(
         self, tr: _Track, p: Person, f: PoseFeatures, x: np.ndarray, t: float, v: PoseVerdict
