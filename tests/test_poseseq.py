@@ -154,7 +154,7 @@ def test_a_model_without_the_contract_is_refused_with_the_config_key() -> None:
         SeqContract.of(meta, "person.sequence: x.onnx")
     meta = SeqContract(5.0, 20, POSE).metadata()
     del meta["poseseq.ticks"]
-    with pytest.raises(UserError, match="lacks poseseq.ticks"):
+    with pytest.raises(UserError, match=r"lacks poseseq\.ticks"):
         SeqContract.of(meta, "person.sequence: x.onnx")
 
 

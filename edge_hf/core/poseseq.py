@@ -76,7 +76,9 @@ class SeqContract:
             try:
                 values[f.name] = {"float": float, "int": int}.get(str(f.type), str)(text)
             except ValueError:
-                raise UserError(f"{where}: metadata poseseq.{f.name} = {text!r} is not a number")
+                raise UserError(
+                    f"{where}: metadata poseseq.{f.name} = {text!r} is not a number"
+                ) from None
         missing = [n for n in ("rate_hz", "ticks", "pose_model") if n not in values]
         if missing:
             raise UserError(f"{where}: its metadata lacks poseseq.{', poseseq.'.join(missing)}")

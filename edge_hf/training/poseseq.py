@@ -74,7 +74,8 @@ def generated_labels(
     phase: int, t: float, descent: tuple[float, float] | None, window_s: float
 ) -> Labels:
     """Labels of a generated motion's window ending at `t` in `phase` (`training.skeleton`:
-    UP 0, FALLING 1, DOWN 2, LOW 3); `descent` the fall's (start, end) seconds, None in daily life."""
+    UP 0, FALLING 1, DOWN 2, LOW 3); `descent` the fall's (start, end) seconds (None: daily
+    life)."""
     up, falling_phase, down, low = 0, 1, 2, 3
     if phase == falling_phase:
         return UNKNOWN
@@ -398,9 +399,10 @@ def export(net: nn.Module, contract: SeqContract, out: Path, atol: float = 1e-4)
     graph = WithProbabilities(net).eval()
     x = torch.from_numpy(_parity_windows(contract.ticks))
     out.parent.mkdir(parents=True, exist_ok=True)
+    dynamic = {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}}
     torch.onnx.export(graph, (x[:2],), str(out), input_names=[INPUT_NAME],
                       output_names=[OUTPUT_NAME], opset_version=OPSET, dynamo=False,
-                      dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}})  # fmt: skip
+                      dynamic_axes=dynamic)  # fmt: skip
     proto = onnx.load(str(out))
     del proto.metadata_props[:]
     for key, value in contract.metadata().items():
