@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -16,6 +16,34 @@ CHANNEL_ORDER = "time-major-rgb"  # channels 3k..3k+2 are frame k's R, G, B, old
 # rule it was trained with (metadata `edge_hf.resize`) and the daemon resizes by that rule.
 RESIZES = ("area", "linear2x-area")
 RESIZE = "linear2x-area"  # what new models are trained with
+
+
+@dataclass(frozen=True)
+class PersonCropRule:
+    """How a person-crop model's window follows the people (edge_hf.core.personcrop cuts by it).
+
+    Data the contract carries (metadata `edge_hf.crop_rule`, this as JSON), so it lives here and
+    the contract needs no crop or pose module to check it.
+    """
+
+    margin: float = 0.3
+    min_fraction: float = 0.5
+    lookback_s: float = 0.6
+    hold_s: float = 3.0
+    rate_hz: float = 5.0  # the pose ticks the model was trained with (person.rate_hz)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.min_fraction <= 1.0 or self.margin < 0:
+            raise ValueError(f"min_fraction in (0, 1] and margin >= 0 (got {self})")
+        if self.lookback_s <= 0 or self.hold_s < self.lookback_s or self.rate_hz <= 0:
+            raise ValueError(f"lookback_s > 0, hold_s >= lookback_s, rate_hz > 0 (got {self})")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> PersonCropRule:
+        return cls(**{k: float(v) for k, v in json.loads(text).items()})
 
 
 @dataclass(frozen=True)
@@ -155,8 +183,6 @@ class ModelContract:
         if self.crop not in ("full", "person"):
             problems.append(f"crop {self.crop!r} (full or person; a newer edge_hf's model?)")
         elif self.crop == "person":
-            from edge_hf.core.personcrop import PersonCropRule  # (it imports this module)
-
             try:
                 PersonCropRule.from_json(self.crop_rule)
             except (ValueError, TypeError, AttributeError) as exc:

@@ -22,15 +22,14 @@ and the daemon (`Pipeline.process`, boxes from the live person stage) both go th
 from __future__ import annotations
 
 import bisect
-import json
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from edge_hf.core.contract import ModelContract
+from edge_hf.core.contract import PersonCropRule as PersonCropRule  # the contract carries it
 from edge_hf.core.pose import PoseEstimator, clip_people
 from edge_hf.core.video import Crop, shrink
 
@@ -40,30 +39,6 @@ FULL, PERSON = "full", "person"
 CROPS = (FULL, PERSON)
 WORK_SCALE = 2  # frames are kept at this multiple of the model's input size
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 as fractions (0-1) of the frame
-
-
-@dataclass(frozen=True)
-class PersonCropRule:
-    """How a window's crop follows the people (see the module docstring)."""
-
-    margin: float = 0.3
-    min_fraction: float = 0.5
-    lookback_s: float = 0.6
-    hold_s: float = 3.0
-    rate_hz: float = 5.0  # the pose ticks the model was trained with (person.rate_hz)
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.min_fraction <= 1.0 or self.margin < 0:
-            raise ValueError(f"min_fraction in (0, 1] and margin >= 0 (got {self})")
-        if self.lookback_s <= 0 or self.hold_s < self.lookback_s or self.rate_hz <= 0:
-            raise ValueError(f"lookback_s > 0, hold_s >= lookback_s, rate_hz > 0 (got {self})")
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> PersonCropRule:
-        return cls(**{k: float(v) for k, v in json.loads(text).items()})
 
 
 def rule_of(contract: ModelContract) -> PersonCropRule | None:

@@ -24,8 +24,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from edge_hf.core.contract import PersonCropRule
 from edge_hf.core.errors import UserError
-from edge_hf.core.personcrop import BoxTrack, PersonCropRule, normalised
+from edge_hf.core.personcrop import BoxTrack, normalised
 from edge_hf.core.pose import (
     LookSettings,
     Person,

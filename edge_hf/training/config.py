@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edge_hf.core.contract import RESIZE, RESIZES
+from edge_hf.core.contract import RESIZE, RESIZES, ModelContract, PersonCropRule
 from edge_hf.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -156,7 +156,6 @@ class TrainConfig:
         return out
 
     def spec(self) -> WindowSpec:
-        from edge_hf.core.personcrop import PersonCropRule
         from edge_hf.training.data import WindowSpec
 
         return WindowSpec(
@@ -164,3 +163,23 @@ class TrainConfig:
             self.volumes, resize=self.resize,
             person_crop=PersonCropRule() if self.crop == "person" else None,
         )  # fmt: skip
+
+
+def contract_from_config(cfg: TrainConfig, classes: list[str]) -> ModelContract:
+    """The contract of a model trained with `cfg`."""
+    spec = cfg.spec()
+    return ModelContract(
+        window=cfg.window,
+        interval_ms=cfg.interval_ms,
+        input_size=spec.size,
+        mean=spec.mean,
+        std=spec.std,
+        classes=tuple(classes),
+        fall_class=cfg.fall_class,
+        down_class=cfg.down_class,
+        backbone=cfg.backbone,
+        volumes=cfg.volumes,
+        resize=cfg.resize,
+        crop=cfg.crop,
+        crop_rule=spec.person_crop.to_json() if spec.person_crop is not None else "",
+    )

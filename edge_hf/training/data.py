@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from edge_hf.core.contract import PersonCropRule
 from edge_hf.core.errors import UserError
 from edge_hf.core.hyperframe import (
     IMAGENET_MEAN,
@@ -29,7 +30,7 @@ from edge_hf.core.hyperframe import (
     stack_frames,
     time_shuffle,
 )
-from edge_hf.core.personcrop import BoxTrack, PersonCropRule, clip_boxes, crop_box, cut, work_size
+from edge_hf.core.personcrop import BoxTrack, clip_boxes, crop_box, cut, work_size
 from edge_hf.core.video import (
     RESIZE,
     Crop,

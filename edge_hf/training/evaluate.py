@@ -7,34 +7,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from torch import nn
 
-from edge_hf.core.contract import INPUT_NAME, OUTPUT_NAME
 from edge_hf.core.errors import UserError
 from edge_hf.core.personcrop import rule_of
+from edge_hf.training.checkpoint import OnnxClassifier, load_checkpoint
 from edge_hf.training.data import HyperframeDataset, WindowSpec, decode_clips, load_clips
-from edge_hf.training.scores import classification_report, pair_scores, predict_clips
-from edge_hf.training.train import load_checkpoint, plot_confusion
+from edge_hf.training.scores import (
+    classification_report,
+    pair_scores,
+    plot_confusion,
+    predict_clips,
+)
 
 log = logging.getLogger(__name__)
 
 AMBIGUOUS_PAIRS = (("fall", "lie_down"), ("sit_down", "stand_up"))
-
-
-class OnnxClassifier(nn.Module):
-    """An exported model behind the nn.Module call interface, run by ONNX Runtime on the CPU."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        from edge_hf.core.runtime import contract_of, open_session
-
-        self.session = open_session(path)
-        self.contract = contract_of(self.session, path)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.session.run([OUTPUT_NAME], {INPUT_NAME: x.numpy()})[0]
-        return torch.from_numpy(out)
 
 
 def load_model(path: Path) -> tuple[nn.Module, WindowSpec, list[str], str]:

@@ -13,7 +13,9 @@ import torch
 from torch import nn
 
 from edge_hf.core.contract import INPUT_NAME, OUTPUT_NAME, ModelContract
-from edge_hf.training.train import TrainConfig, load_checkpoint
+from edge_hf.core.runtime import open_session
+from edge_hf.training.checkpoint import load_checkpoint
+from edge_hf.training.config import contract_from_config
 
 log = logging.getLogger(__name__)
 
@@ -22,26 +24,6 @@ OPSET = 17  # TensorRT 8.5+ (JetPack 5.1 and 6) parses it
 
 class ExportError(Exception):
     """The exported model failed the ONNX checker or disagrees with PyTorch."""
-
-
-def contract_from_config(cfg: TrainConfig, classes: list[str]) -> ModelContract:
-    """The contract of a model trained with `cfg`."""
-    spec = cfg.spec()
-    return ModelContract(
-        window=cfg.window,
-        interval_ms=cfg.interval_ms,
-        input_size=spec.size,
-        mean=spec.mean,
-        std=spec.std,
-        classes=tuple(classes),
-        fall_class=cfg.fall_class,
-        down_class=cfg.down_class,
-        backbone=cfg.backbone,
-        volumes=cfg.volumes,
-        resize=cfg.resize,
-        crop=cfg.crop,
-        crop_rule=spec.person_crop.to_json() if spec.person_crop is not None else "",
-    )
 
 
 class ProbabilityMean(nn.Module):
@@ -229,8 +211,6 @@ def write_onnx(model: nn.Module, contract: ModelContract, out: Path) -> None:
 
 def check_parity(model: nn.Module, onnx_path: Path, x: torch.Tensor, atol: float) -> float:
     """Largest |ORT - PyTorch| logit difference on `x`; ExportError when above `atol`."""
-    from edge_hf.core.runtime import open_session
-
     session = open_session(onnx_path)
     with torch.no_grad():
         expected = model.eval()(x).numpy()

@@ -1,9 +1,11 @@
-"""Clip-level evaluation: logits averaged over centres at 1/4, 1/2, 3/4, then the scores."""
+"""Clip-level evaluation: logits averaged over centres at 1/4, 1/2, 3/4, then the scores (and
+the confusion-matrix picture)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -112,3 +114,27 @@ def pair_scores(
         "macro_f1": float(np.mean(f1s)),
         "clips": int(mask.sum()),
     }
+
+
+def plot_confusion(path: Path, confusion: list[list[int]], classes: list[str], title: str) -> None:
+    """A labelled confusion-matrix PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cm = np.array(confusion)
+    fig, ax = plt.subplots(figsize=(1.2 + 0.8 * len(classes), 1 + 0.7 * len(classes)))
+    ax.imshow(cm, cmap="Blues")
+    ax.set_xticks(range(len(classes)), classes, rotation=45, ha="right")
+    ax.set_yticks(range(len(classes)), classes)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title(title)
+    for i in range(len(classes)):
+        for j in range(len(classes)):
+            colour = "white" if cm[i, j] > cm.max() / 2 else "black"
+            ax.text(j, i, str(cm[i, j]), ha="center", va="center", color=colour)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

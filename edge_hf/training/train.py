@@ -11,11 +11,10 @@ import csv
 import json
 import logging
 import math
-import pickle
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,13 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from edge_hf.core.errors import UserError
-from edge_hf.training.config import TrainConfig
+from edge_hf.training.checkpoint import (
+    OnnxClassifier,
+    load_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+)
+from edge_hf.training.config import TrainConfig, contract_from_config
 from edge_hf.training.data import (
     Clip,
     HyperframeDataset,
@@ -34,7 +39,7 @@ from edge_hf.training.data import (
     load_clips,
 )
 from edge_hf.training.models import HyperVolume, build_model, freeze_batchnorm, stem_conv
-from edge_hf.training.scores import classification_report, predict_clips
+from edge_hf.training.scores import classification_report, plot_confusion, predict_clips
 
 log = logging.getLogger(__name__)
 
@@ -105,45 +110,12 @@ def load_split(cfg: TrainConfig) -> tuple[list[LoadedClip], list[LoadedClip], li
     return decode(train_clips), decode(val_clips), classes
 
 
-def save_checkpoint(
-    path: Path, model: nn.Module, cfg: TrainConfig, classes: list[str], **extra: Any
-) -> None:
-    torch.save(
-        {"model": model.state_dict(), "config": asdict(cfg), "classes": classes, **extra}, path
-    )
-
-
-def _read_checkpoint(path: Path) -> dict[str, Any]:
-    """The saved dict of an edge_hf checkpoint; a one-line error if it is not one."""
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as exc:
-        raise UserError(f"{path}: cannot read this checkpoint ({exc})") from None
-    if not isinstance(ckpt, dict) or "config" not in ckpt:
-        raise UserError(f"{path}: not an edge_hf checkpoint (no saved config)")
-    return ckpt
-
-
-def load_checkpoint(path: Path) -> tuple[nn.Module, TrainConfig, list[str]]:
-    """The trained model (eval mode), its resolved config and its class names."""
-    ckpt = _read_checkpoint(path)
-    cfg = TrainConfig.from_dict(ckpt["config"])
-    classes = list(ckpt["classes"])
-    # Only the architecture matters here: the weights come from the checkpoint.
-    model = build_model(
-        cfg.backbone, cfg.window, len(classes), cfg.volumes, stem_kernel=cfg.stem_kernel
-    )
-    model.load_state_dict(ckpt["model"])
-    model.eval()
-    return model, cfg, classes
-
-
 def _adopt_stem(cfg: TrainConfig) -> TrainConfig:
     """With --init-from and no --stem-kernel of its own, a run takes the source's first conv
     size, so that a stem trained to see motion is carried over rather than dropped for shape."""
     if not cfg.init_from or cfg.stem_kernel:
         return cfg
-    src = _read_checkpoint(Path(cfg.init_from))["config"]
+    src = read_checkpoint(Path(cfg.init_from))["config"]
     stem = int(src.get("stem_kernel", 0))
     if stem:
         log.info("--init-from: using its %dx%d first conv (--stem-kernel %d)", stem, stem, stem)
@@ -175,9 +147,6 @@ class DistillLoss(nn.Module):
 
     def __init__(self, cfg: TrainConfig, classes: Sequence[str], labels_loss: nn.Module) -> None:
         super().__init__()
-        from edge_hf.training.evaluate import OnnxClassifier
-        from edge_hf.training.export import contract_from_config
-
         if cfg.teacher is None:
             raise ValueError("DistillLoss needs TrainConfig.teacher")
         self.teacher = OnnxClassifier(Path(cfg.teacher))
@@ -436,30 +405,6 @@ def _write_history(out: Path, history: list[dict[str, Any]]) -> None:
         writer.writeheader()
         writer.writerows(history)
     (out / "metrics.json").write_text(json.dumps(history, indent=1))
-
-
-def plot_confusion(path: Path, confusion: list[list[int]], classes: list[str], title: str) -> None:
-    """A labelled confusion-matrix PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    cm = np.array(confusion)
-    fig, ax = plt.subplots(figsize=(1.2 + 0.8 * len(classes), 1 + 0.7 * len(classes)))
-    ax.imshow(cm, cmap="Blues")
-    ax.set_xticks(range(len(classes)), classes, rotation=45, ha="right")
-    ax.set_yticks(range(len(classes)), classes)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
-    ax.set_title(title)
-    for i in range(len(classes)):
-        for j in range(len(classes)):
-            colour = "white" if cm[i, j] > cm.max() / 2 else "black"
-            ax.text(j, i, str(cm[i, j]), ha="center", va="center", color=colour)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def _write_plots(out: Path, history: list[dict[str, Any]], report: dict[str, Any]) -> None:
