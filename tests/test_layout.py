@@ -43,7 +43,7 @@ def _imports(path: Path) -> set[str]:
 def layer_violations(root: Path) -> list[str]:
     bad = []
     for layer, forbidden in FORBIDDEN.items():
-        for path in sorted((root / layer).glob("*.py")):
+        for path in sorted((root / layer).rglob("*.py")):  # packages inside a layer too
             for hit in sorted(_imports(path) & forbidden):
                 bad.append(f"{path.relative_to(root)} imports edge_hf.{hit}")
     for path in sorted(root.rglob("*.py")):
