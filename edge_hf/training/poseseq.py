@@ -246,6 +246,11 @@ class PoseHyperframe(nn.Module):
     """Design `heatmaps`: each tick's skeleton drawn as a limb map, the ticks' maps stacked on
     the channel axis (oldest first) and classified by a small 2D CNN."""
 
+    mix: torch.Tensor  # (buffers)
+    needs: torch.Tensor
+    gx: torch.Tensor
+    gy: torch.Tensor
+
     def __init__(self, ticks: int, width: int = 32, side: int = HEATMAP_SIDE) -> None:
         super().__init__()
         self.ticks, self.side = ticks, side
