@@ -82,11 +82,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if c.enabled:
         print(f"  clips: on ({c.mode}), {c.pre_s:g} s before to {c.post_s:g} s after each fall")
     person = cfg.person
+    seq = person.sequence is not None
     centred = ", person-centred windows (edge_hf.crop)" if contract.crop != "full" else ""
     print(
         f"  person stage: on, {person.model} at {person.rate_hz:g} Hz, decision "
         f"{person.decision}{centred}"
         f"{f', learned pose head {person.head}' if person.head else ''}"
+        f"{f', pose-sequence model {person.sequence} ({person.sequence_mode})' if seq else ''}"
         f", others present: {person.when_others_present}"
         if person.model is not None
         else "  person stage: off (give person.model to run the pose model beside the classifier)"

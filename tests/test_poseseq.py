@@ -169,3 +169,47 @@ def test_mirroring_swaps_left_and_right_and_keeps_the_box() -> None:
         kp, kp0 = once[b, :, :BOX].reshape(6, 17, 3), x[b, :, :BOX].reshape(6, 17, 3)
         torch.testing.assert_close(kp[:, 5, 0], -kp0[:, 6, 0])  # left shoulder from right's
         torch.testing.assert_close(once[b, :, BOX], -x[b, :, BOX + 2])
+
+
+def test_check_names_the_sequence_model_and_refuses_a_mismatch_in_one_line(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    from edge_hf.core.pose import POSE_MODEL
+    from edge_hf.core.posehead import file_sha256
+
+    pose = ROOT / POSE_MODEL
+    sha = file_sha256(pose)
+
+    def check(seq: Path, extra: str = "") -> subprocess.CompletedProcess[str]:
+        path = tmp_path / "c.yaml"
+        path.write_text(
+            f"device_id: t\nmodel:\n  path: {ROOT / 'models' / 'fall-synth-mobilenet_v3_small-t3.onnx'}\n"
+            f"cameras:\n  - name: a\n    source: x.mp4\nstate_dir: {tmp_path / 's'}\nperson:\n"
+            f"  model: {pose}\n  sequence: {seq}\n{extra}"
+        )
+        return subprocess.run(
+            [sys.executable, "-m", "edge_hf.cli", "check", "--config", str(path)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+
+    good = tmp_path / "good.onnx"
+    ps.export(_ShortBox(), SeqContract(5.0, 20, POSE, pose_model_sha256=sha), good)
+    out = check(good, "  sequence_mode: decide\n")
+    assert out.returncode == 0, out.stderr
+    assert f"pose-sequence model {good} (decide)" in out.stdout
+    # another rate than the model's: its 20 ticks would be another span of time
+    out = check(good, "  rate_hz: 10\n")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "person.sequence" in out.stderr and "person.rate_hz: 5" in out.stderr
+    # trained on another pose model's keypoints
+    other = tmp_path / "other.onnx"
+    ps.export(_ShortBox(), SeqContract(5.0, 20, POSE, pose_model_sha256="0" * 64), other)
+    out = check(other)
+    assert out.returncode == 2 and "is another model" in out.stderr, out.stderr
+    out = check(tmp_path / "missing.onnx")
+    assert (
+        out.returncode == 2 and "person.sequence: " in out.stderr and "does not exist" in out.stderr
+    )

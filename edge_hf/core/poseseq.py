@@ -38,12 +38,14 @@ OUTPUTS = ("falling", "down", "up")
 @dataclass(frozen=True)
 class SeqContract:
     """What a pose-sequence model reads: windows of `ticks` pose ticks at `rate_hz` of
-    `pose_model`'s keypoints (`keypoints` order), normalised by `normalisation`; `threshold`
-    on P(falling) is the fall it was measured at; `design` and `trained_on` are for people."""
+    `pose_model`'s keypoints (`keypoints` order; `pose_model_sha256` the file's), normalised by
+    `normalisation`; `threshold` on P(falling) is the fall it was measured at; `design` and
+    `trained_on` are for people."""
 
     rate_hz: float
     ticks: int
     pose_model: str
+    pose_model_sha256: str = ""  # of the pose model file its real tracks came from
     threshold: float = 0.5
     normalisation: str = NORMALISATION
     keypoints: str = ",".join(KEYPOINTS)

@@ -48,7 +48,7 @@ from edge_hf.daemon.config import (
 from edge_hf.daemon.events import FallDetector, ModelInfo
 from edge_hf.daemon.explain import attach, explanation
 from edge_hf.daemon.journal import JournalSink, OpenEvents
-from edge_hf.daemon.person import PersonStage, load_head
+from edge_hf.daemon.person import PersonStage, load_head, load_sequence
 from edge_hf.daemon.pipeline import CameraRuntime, Pipeline
 from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.ring import FrameRing
@@ -77,6 +77,7 @@ def check(path: Path) -> tuple[Config, ModelContract]:
 
         PoseEstimator(cfg.person.model, side=cfg.person.side)  # loads, or one line
         load_head(cfg.person)  # its values and its contract against this config
+        load_sequence(cfg.person)  # the same
     return cfg, contract
 
 

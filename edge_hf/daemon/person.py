@@ -37,7 +37,8 @@ from edge_hf.core.pose import (
 )
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, PoseVerdict
 from edge_hf.core.posehead import PoseHead, file_sha256
-from edge_hf.core.runtime import Providers
+from edge_hf.core.poseseq import PoseSequenceModel
+from edge_hf.core.runtime import CPU, Providers
 from edge_hf.daemon.config import PersonConfig
 from edge_hf.daemon.skeleton import PoseTick, figures
 
@@ -51,6 +52,34 @@ POSES_KEPT_S = 100.0  # each camera's people kept this long: skeleton snapshots 
 def rule_settings(cfg: PersonConfig) -> PoseRuleSettings:
     """The pose rules' settings this config gives (the rest are the rules' defaults)."""
     return PoseRuleSettings(confirm_s=cfg.confirm_s, max_descent_s=cfg.max_descent_s)
+
+
+def load_sequence(cfg: PersonConfig, providers: Providers = (CPU,)) -> PoseSequenceModel | None:
+    """The pose-sequence model of `person.sequence` (None: unset), held to its contract: windows
+    of the same pose model's keypoints at the same rate (at another rate its 4 s would be
+    another span of time; another model's keypoints sit elsewhere on the body)."""
+    if cfg.sequence is None:
+        return None
+    model = PoseSequenceModel(cfg.sequence, providers)
+    c, where = model.contract, f"person.sequence: {cfg.sequence} reads"
+    if abs(cfg.rate_hz - c.rate_hz) > 1e-6:
+        raise UserError(
+            f"{where} {c.ticks} poses at {c.rate_hz:g} Hz but person.rate_hz = {cfg.rate_hz:g}: "
+            f"set person.rate_hz: {c.rate_hz:g} or leave person.sequence unset"
+        )
+    if cfg.model is not None:
+        other = (
+            file_sha256(cfg.model) != c.pose_model_sha256
+            if c.pose_model_sha256
+            else cfg.model.name != c.pose_model
+        )
+        if other:
+            raise UserError(
+                f"{where} the poses of {c.pose_model}; person.model {cfg.model} is another "
+                "model: use that one, train a sequence model for this one "
+                "(experiments/pose_seq.py) or leave person.sequence unset"
+            )
+    return model
 
 
 def load_head(cfg: PersonConfig) -> PoseHead | None:
@@ -184,6 +213,7 @@ class PersonStage:
         self.estimator = PoseEstimator(cfg.model, providers, side=cfg.side)
         self.settings = rule_settings(cfg)
         self.head = load_head(cfg)
+        self.sequence = load_sequence(cfg, providers)
         self._rules: dict[str, PoseFallRules] = {}
         self._queues: dict[str, deque[PoseVerdict]] = {}
         self.counters = PersonCounters()
@@ -278,7 +308,9 @@ class PersonStage:
             track.add(t, normalised([p.box for p in people], frame_hw))
         rules = self._rules.get(name)
         if rules is None:
-            rules = self._rules[name] = PoseFallRules(self.settings, head=self.head)
+            rules = self._rules[name] = PoseFallRules(
+                self.settings, head=self.head, seq=self.sequence, seq_mode=self.cfg.sequence_mode
+            )
         verdict = rules.update(t, people)
         if self._errors.pop(name, 0) >= MAX_ERRORS:  # (counted as a success only now)
             self.degraded.pop(name, None)

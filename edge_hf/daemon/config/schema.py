@@ -194,6 +194,10 @@ class PersonConfig(_Section):
     classifier, only while the pose rules see someone down), `cnn` (the classifier alone; the
     pose stage only logs). `head`: a learned pose head file (`edge_hf.core.posehead`, made by
     experiments/pose_head.py) decides "down after a fall" instead of the rules' thresholds.
+    `sequence`: a pose-sequence model (`edge_hf.core.poseseq`, made by experiments/pose_seq.py)
+    reads each tracked person's last seconds of poses; `sequence_mode` `join` (its P(falling)
+    also confirms a fall the rules miss, e.g. from a camera the person fell towards) or
+    `decide` (it alone says fallen and up again).
     `second_look`: where a small (far) person was seen in the last seconds, the pose model looks
     again at a square around them cut from the camera's frame (`edge_hf.core.pose.SecondLook`),
     so a person lying far away is still found; it costs a pose-model run per such person.
@@ -201,6 +205,8 @@ class PersonConfig(_Section):
 
     model: Path | None = None
     head: Path | None = None
+    sequence: Path | None = None
+    sequence_mode: Literal["join", "decide"] = "join"
     rate_hz: float = Field(5.0, ge=0.5, le=30)  # below 0.5 Hz a fall is over between frames
     side: int = Field(256, ge=128, le=1024, multiple_of=32)
     decision: Literal["combined", "pose", "either", "both", "cnn"] = "combined"
