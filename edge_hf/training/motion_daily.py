@@ -24,8 +24,11 @@ from edge_hf.training.motion_keys import (
     fidget,
     get_up,
     half_kneel,
+    is_on_back,
+    is_on_front,
     kneel_sit,
     kneel_up,
+    knees_up,
     lie_back,
     lie_front,
     lie_side,
@@ -137,21 +140,23 @@ def stand_up_from_chair(rng: np.random.Generator, body: Body, d: float) -> Timel
 
 
 def lie_down_floor(rng: np.random.Generator, body: Body, d: float, quick: bool = False) -> Timeline:
-    """Onto the floor by the knees and hands, or by squatting and sitting: 2.5-6 s slowly,
-    1.3-2.2 s quickly."""
+    """Onto the floor by the knees and hands, or by squatting and sitting: 3-6 s slowly,
+    1.2-2.2 s quickly."""
     tl = Timeline(body, rng, stand())
     _arrive(tl, _start(rng, d, 4.0 if quick else 6.0))
-    k = 0.35 if quick else 1.0
+    k = 0.3 if quick else 1.0
     paced = not quick
     rest = lying(rng)
-    if rng.random() < 0.5:
-        tl.go(rng.uniform(0.8, 1.6) * k, kneel_up(), paced=paced)
-        tl.go(rng.uniform(0.8, 1.5) * k, all_fours() if rest[P["pitch"]] > 45 else sit_floor(rng),
+    # face down by the knees and hands; on the back by a squat and sitting; on the side either
+    # way (no limb swings through the floor)
+    if is_on_front(rest) or (not is_on_back(rest) and rng.random() < 0.5):
+        tl.go(rng.uniform(1.2, 2.0) * k, kneel_up(), paced=paced)
+        tl.go(rng.uniform(0.8, 1.5) * k, all_fours() if is_on_front(rest) else kneel_sit(),
               paced=paced)  # fmt: skip
     else:
-        tl.go(rng.uniform(0.8, 1.4) * k, squat(), paced=paced)
-        tl.go(rng.uniform(0.8, 1.4) * k, sit_floor(rng), (-0.1, 0.0), paced=paced)
-    tl.go(rng.uniform(1.0, 2.0) * (0.5 if quick else 1.0), rest, (-0.2, 0.0), paced=paced)
+        tl.go(rng.uniform(1.2, 2.0) * k, squat(), paced=paced)
+        tl.go(rng.uniform(1.0, 1.8) * k, sit_floor(rng, False), (-0.1, 0.0), paced=paced)
+    tl.go(rng.uniform(1.2, 2.5) * (0.5 if quick else 1.0), rest, (-0.2, 0.0), paced=paced)
     tl.rest_t = tl.t
     _idle(tl, d + 0.5, 10.0)
     return tl
@@ -186,7 +191,7 @@ def sit_on_floor(rng: np.random.Generator, body: Body, d: float) -> Timeline:
 
 
 def get_up_from_floor(rng: np.random.Generator, body: Body, d: float) -> Timeline:
-    rest = sit_floor(rng) if rng.random() < 0.4 else lying(rng)
+    rest = sit_floor(rng, False) if rng.random() < 0.4 else lying(rng)
     tl = Timeline(body, rng, rest)
     _idle(tl, _start(rng, d, 5.0), 10.0)
     get_up(tl, rest)
@@ -279,20 +284,43 @@ def yoga(rng: np.random.Generator, body: Body, d: float) -> Timeline:
     return tl
 
 
+# A child's floor play: which pose can follow which without a limb swinging through the floor.
+_PLAY = {
+    "sit": ("all_fours", "lie_back", "lie_side", "knees_up"),
+    "knees_up": ("sit", "lie_back", "squat"),
+    "squat": ("knees_up", "kneel_sit", "all_fours"),
+    "all_fours": ("propped", "kneel_sit", "lie_side", "lie_front"),
+    "propped": ("all_fours", "lie_side", "lie_front"),
+    "lie_front": ("propped", "all_fours", "lie_side"),
+    "lie_back": ("lie_side", "sit"),
+    "lie_side": ("lie_back", "all_fours", "propped", "sit"),
+    "kneel_sit": ("all_fours", "kneel_up"),
+    "kneel_up": ("kneel_sit", "all_fours"),
+}
+
+
+def _play_pose(rng: np.random.Generator, name: str) -> np.ndarray:
+    return {
+        "sit": lambda: sit_floor(rng, False), "knees_up": knees_up, "squat": squat,
+        "all_fours": all_fours, "propped": lambda: pose(pitch=70, sh_flex=70, elbow=90, knee=60,
+                                                         neck_flex=-30),
+        "lie_front": lambda: lie_front(rng), "lie_back": lambda: lie_back(rng),
+        "lie_side": lambda: lie_side(rng, _side(rng)), "kneel_sit": kneel_sit,
+        "kneel_up": kneel_up,
+    }[name]()  # fmt: skip
+
+
 def child_play(rng: np.random.Generator, body: Body, d: float) -> Timeline:
     """A small child on the floor: sitting, crawling, lying propped on the elbows, rolling."""
-    propped = pose(pitch=70, sh_flex=70, elbow=90, knee=60, neck_flex=-30)
-    moves: list[Callable[[], np.ndarray]] = [
-        lambda: sit_floor(rng), all_fours, lambda: propped, lambda: lie_back(rng), kneel_sit,
-        lambda: lie_side(rng, _side(rng)),
-    ]  # fmt: skip
-    tl = Timeline(body, rng, moves[rng.integers(len(moves))]())
+    name = str(rng.choice(list(_PLAY)))
+    tl = Timeline(body, rng, _play_pose(rng, name))
     while tl.t < d:
-        if tl.now[P["pitch"]] > 60 and rng.random() < 0.5:
+        if name == "all_fours" and rng.random() < 0.6:
             speed, turn = float(rng.uniform(0.2, 0.4)), float(rng.uniform(-60, 60))
             tl.walk(float(rng.uniform(1.0, 2.5)), speed, turn)
-        tl.go(float(rng.uniform(0.6, 1.5)), moves[rng.integers(len(moves))](), vary=2.0)
-        _idle(tl, tl.t + float(rng.uniform(0.5, 2.0)), 20.0)
+        name = str(rng.choice(_PLAY[name]))
+        tl.go(float(rng.uniform(0.6, 1.5)), _play_pose(rng, name), vary=1.5)
+        _idle(tl, tl.t + float(rng.uniform(0.5, 2.0)), 15.0, legs=False)
     return tl
 
 

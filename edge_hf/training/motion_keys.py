@@ -146,13 +146,16 @@ def sit_chair(seat: float) -> np.ndarray:
     return pose(hip_flex=88, knee=85, spine_flex=-3, sh_flex=30, elbow=55, seat=seat)
 
 
-def sit_floor(rng: np.random.Generator) -> np.ndarray:
-    u = rng.random()
-    if u < 0.4:  # legs out, leaning on the hands behind
+def sit_floor(rng: np.random.Generator, cross: bool = True) -> np.ndarray:
+    """Sitting on the floor: legs out, knees up or (if `cross`) cross-legged. From cross-legged
+    the shins would swing through the floor on the way to lying or up: a take that moves on
+    sits otherwise."""
+    u = rng.random() * (1.0 if cross else 0.6)
+    if u < 0.35:  # legs out, leaning on the hands behind
         return pose(hip_flex=85, knee=15, spine_flex=10, sh_flex=-30, sh_abd=15, elbow=5)
-    if u < 0.75:  # cross-legged: thighs out, shins folded back under them
+    if u > 0.6:  # cross-legged: thighs out, shins folded back under them
         return pose(hip_flex=90, hip_abd=45, knee=160, spine_flex=15, sh_flex=35, elbow=60)
-    return pose(hip_flex=135, knee=95, spine_flex=30, sh_flex=40, elbow=40)  # knees up
+    return knees_up()
 
 
 def sit_slumped(rng: np.random.Generator) -> np.ndarray:
@@ -268,17 +271,12 @@ def after_fall(tl: Timeline, rest: np.ndarray, end: float) -> None:
     elif u < 0.8:
         while tl.t < end:
             tl.hold(rng.uniform(0.5, 2.0), sway=0.3)
-            half_up = all_fours() if is_on_front(rest) or rng.random() < 0.3 else sit_floor(rng)
-            if not is_on_front(rest) and not is_on_back(rest):
-                half_up = pose(
-                    roll=tl.now[P["roll"]] / 2,
-                    pitch=-20,
-                    hip_flex=70,
-                    knee=60,
-                    sh_flex=30,
-                    sh_abd=40,
-                    elbow=10,
-                )  # fmt: skip (up on one elbow)
+            half_up = (
+                all_fours() if is_on_front(rest) or rng.random() < 0.3 else sit_floor(rng, False)
+            )
+            if not is_on_front(rest) and not is_on_back(rest):  # up on one elbow
+                half_up = pose(roll=tl.now[P["roll"]] / 2, pitch=-20, hip_flex=70, knee=60,
+                               sh_flex=30, sh_abd=40, elbow=10)  # fmt: skip
             tl.go(rng.uniform(1.0, 2.0), half_up, vary=1.5)
             tl.hold(rng.uniform(0.3, 1.5), sway=0.8)
             tl.go(rng.uniform(0.6, 1.2), fidget(rng, rest, 15), paced=False)
@@ -287,12 +285,26 @@ def after_fall(tl: Timeline, rest: np.ndarray, end: float) -> None:
         tl.hold(max(end - tl.t, 0.0) + 0.5)
 
 
+def is_sitting(p: np.ndarray) -> bool:
+    return abs(p[P["pitch"]]) <= 45 and abs(p[P["roll"]]) <= 45
+
+
+def knees_up() -> np.ndarray:
+    return pose(hip_flex=135, knee=95, spine_flex=30, sh_flex=40, elbow=40)
+
+
 def get_up(tl: Timeline, rest: np.ndarray) -> None:
-    """From lying or sitting on the floor to standing: over the front onto all fours, one knee,
-    up."""
+    """From the floor to standing: sitting, feet in and up over a squat; lying, rolled onto the
+    side, onto all fours, one knee, up. (Key poses chosen so that no limb swings through the
+    floor on the way.)"""
     rng = tl.rng
+    if is_sitting(rest):
+        tl.go(rng.uniform(0.8, 1.4), knees_up())
+        tl.go(rng.uniform(0.8, 1.4), squat(), move=(0.2, 0.0))
+        tl.go(rng.uniform(0.8, 1.4), stand())
+        return
     if is_on_back(rest):
-        tl.go(rng.uniform(1.0, 1.6), sit_floor(rng))
+        tl.go(rng.uniform(0.8, 1.3), lie_side(rng, _side(rng)))
     tl.go(rng.uniform(1.0, 1.6), all_fours(), turn=rng.uniform(-40, 40))
     tl.go(rng.uniform(0.8, 1.3), half_kneel(_side(rng)), move=(0.25, 0.0))
     tl.go(rng.uniform(0.9, 1.5), stand(), move=(0.1, 0.0))

@@ -186,17 +186,18 @@ def _render(
     q = _gait(q, t, tl, body)
     q = q + _sway(rng, t) * q[:, P["sway"], None]
     pts = points(body, q)
-    z = ground_z(body, pts, q[:, P["seat"]])
-    # In a descent the pelvis falls from where it rested to where it will rest, accelerating,
-    # and the floor (not the chair it left) stops it, though never back above where it began (a
-    # limb swinging through the floor for a moment rather than a body thrown up); after an
-    # impact it bounces.
+    # The pelvis rests on the floor or the seat, though never above where the segment's two key
+    # poses rest it (a limb swinging through the floor for a moment rather than the body pushed
+    # up on it); in a descent it falls from where it rested to where it will rest, accelerating,
+    # and the floor (not the chair it left) stops it; after an impact it bounces.
     keys = np.stack([k.pose for k in tl.keys])
     key_z = ground_z(body, points(body, keys), keys[:, P["seat"]])
+    ceiling = np.maximum(key_z[i], key_z[j]) + 0.1
+    z = np.minimum(ground_z(body, pts, q[:, P["seat"]]), ceiling)
     power = np.array([k.power for k in tl.keys])[j]
     free = np.array([k.ease == FALL for k in tl.keys])[j] & (j > i)
     dropped = key_z[i] - (key_z[i] - key_z[j]) * u**power
-    floor = np.minimum(ground_z(body, pts), np.maximum(key_z[i], key_z[j]))
+    floor = np.minimum(ground_z(body, pts), ceiling)
     z = np.where(free, np.maximum(dropped, floor), z)
     bounce = np.array([k.bounce for k in tl.keys])[j] * (j > i)
     z = z + bounce * np.sin(np.pi * np.minimum(2 * u, 1.0))
