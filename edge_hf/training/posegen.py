@@ -275,6 +275,35 @@ class _Track:
     onto: np.ndarray = field(default_factory=lambda: np.zeros(17, bool))
 
 
+def _frames(
+    motion: Motion, camera: Camera, rate_hz: float | None
+) -> tuple[int, np.ndarray, np.ndarray, tuple[float, float]]:
+    """Ticks, the camera frame each tick sees, the joints then, and where the camera aims (the
+    pelvis's median place)."""
+    rate = rate_hz or motion.rate_hz
+    n = max(1, round(motion.duration_s * rate))
+    frame = np.floor(np.arange(n) / rate * camera.fps + 0.5).astype(int)
+    joints = _at(motion, frame / camera.fps)
+    tx, ty = np.median(motion.joints[:, [11, 12]].mean(axis=1)[:, :2], axis=0)
+    return n, frame, joints, (float(tx), float(ty))
+
+
+def skeleton_boxes(
+    motion: Motion, camera: Camera, rate_hz: float | None = None
+) -> list[tuple[float, float, float, float] | None]:
+    """The box of the true skeleton's joints in frame at each tick of `observe` (None with fewer
+    than 3 in frame): which detection is the moving person (training labels)."""
+    _, _, joints, target = _frames(motion, camera, rate_hz)
+    xy, _, inside = project(joints, camera, motion.facing_deg, target)
+    out: list[tuple[float, float, float, float] | None] = []
+    for k in range(len(xy)):
+        p = xy[k][inside[k]]
+        lo, hi = (p.min(axis=0), p.max(axis=0)) if len(p) >= 3 else (None, None)
+        out.append(None if lo is None or hi is None else
+                   (float(lo[0]), float(lo[1]), float(hi[0]), float(hi[1])))  # fmt: skip
+    return out
+
+
 def observe(
     motion: Motion,
     camera: Camera,
@@ -286,10 +315,7 @@ def observe(
     default) through `camera`: usually one `Person`, sometimes none, now and then a ghost too.
     A camera slower than the ticks repeats its last frame's detections."""
     rate = rate_hz or motion.rate_hz
-    n = max(1, round(motion.duration_s * rate))
-    frame = np.floor(np.arange(n) / rate * camera.fps + 0.5).astype(int)
-    joints = _at(motion, frame / camera.fps)
-    target = np.median(motion.joints[:, [11, 12]].mean(axis=1)[:, :2], axis=0)
+    n, frame, joints, target = _frames(motion, camera, rate)
     xy, _, inside = project(joints, camera, motion.facing_deg, target)
     centre, _ = pose_of(camera, motion.facing_deg, target)
     hid, back = hidden(joints, centre)

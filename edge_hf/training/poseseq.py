@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 DESIGNS = ("conv1d", "heatmaps")
 INPUT_NAME, OUTPUT_NAME = "windows", "probs"
 OPSET = 17
-HEATMAP_SIDE = 24
+HEATMAP_SIDE = 16
 # COCO-17 limbs drawn in the heatmap design: arms, legs, shoulders, hips, torso sides, neck
 LIMBS = ((5, 7), (7, 9), (6, 8), (8, 10), (11, 13), (13, 15), (12, 14), (14, 16), (5, 6),
          (11, 12), (5, 11), (6, 12), (0, 5), (0, 6))  # fmt: skip
@@ -251,7 +251,7 @@ class PoseHyperframe(nn.Module):
     gx: torch.Tensor
     gy: torch.Tensor
 
-    def __init__(self, ticks: int, width: int = 32, side: int = HEATMAP_SIDE) -> None:
+    def __init__(self, ticks: int, width: int = 16, side: int = HEATMAP_SIDE) -> None:
         super().__init__()
         self.ticks, self.side = ticks, side
         mix, needs = _limb_points()
@@ -323,7 +323,7 @@ class FitSettings:
 def fit(data: WindowSet, design: str, ticks: int, settings: FitSettings | None = None,
         progress: bool = True) -> nn.Module:  # fmt: skip
     """A `design` network trained on `data` with masked binary cross-entropy (each output's
-    positives weighted to balance its negatives), AdamW with a cosine schedule."""
+    positives weighted up to 3 times towards balancing its negatives), AdamW, one-cycle schedule."""
     s = settings or FitSettings()
     torch.manual_seed(s.seed)
     rng = np.random.default_rng(s.seed)
@@ -333,7 +333,7 @@ def fit(data: WindowSet, design: str, ticks: int, settings: FitSettings | None =
     m = torch.from_numpy(data.mask)
     pos = (y * m).sum(0)
     neg = ((1 - y) * m).sum(0)
-    pos_weight = (neg / pos.clamp(min=1.0)).clamp(1.0, 20.0)
+    pos_weight = (neg / pos.clamp(min=1.0)).clamp(1.0, 3.0)
     loss_fn = nn.BCEWithLogitsLoss(reduction="none", pos_weight=pos_weight)
     opt = torch.optim.AdamW(net.parameters(), lr=s.lr, weight_decay=s.weight_decay)
     steps = s.epochs * math.ceil(len(x) / s.batch)
