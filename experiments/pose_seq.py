@@ -59,7 +59,7 @@ from realbench.posehead import (
     view_keys,
 )
 
-from edge_hf.core.pose import POSE_MODEL, Box, Person
+from edge_hf.core.pose import POSE_MODEL, Box, Person, iou
 from edge_hf.core.posefall import PoseFallRules
 from edge_hf.core.posehead import PoseHead
 from edge_hf.core.poseseq import PoseSequenceModel, SeqContract
@@ -196,27 +196,43 @@ def caught(s: Sample, rules: PoseFallRules) -> bool:
     return False
 
 
+def visible(s: Sample, ticks: int = 5) -> bool:
+    """Whether the pose model finds the fallen person on at least `ticks` ticks after the
+    descent: a fall any pose-based detector could see."""
+    end = s.descent[1] if s.descent else math.inf
+    found = sum(
+        s.truth[i] is not None and any(iou(p.box, s.truth[i]) > 0.3 for p in people)
+        for i, people in enumerate(s.people) if i / RATE_HZ >= end
+    )  # fmt: skip
+    return found >= ticks
+
+
 def score_generated(samples: list[Sample], make: Callable[[], PoseFallRules]) -> dict[str, float]:
     falls = [s for s in samples if s.fall]
     daily = [s for s in samples if not s.fall]
-    hit = sum(caught(s, make()) for s in falls)
+    hits = [caught(s, make()) for s in falls]
+    seen = [visible(s) for s in falls]
     false = sum(caught(s, make()) for s in daily)
-    return {"falls": len(falls), "falls_hit": hit, "daily": len(daily), "daily_hit": false}
+    both = sum(h and v for h, v in zip(hits, seen, strict=True))
+    return {"falls": len(falls), "falls_hit": sum(hits), "daily": len(daily), "daily_hit": false,
+            "visible": sum(seen), "visible_hit": both}  # fmt: skip
 
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)
-MAX_DAILY = 0.03  # the threshold: the lowest with at most this share of validation daily life
+MAX_ADDED = 0.02  # the threshold: the lowest adding at most this share of daily-life events
 
 
 def choose_threshold(val: list[Sample], head: PoseHead, seq: PoseSequenceModel) -> float:
-    """The lowest P(falling) threshold at which the rules + head + sequence (join) raise an event
-    on at most MAX_DAILY of the validation set's daily-life motions (generated like the
-    training set, another random stream: never the held-out sets)."""
+    """The lowest P(falling) threshold at which the sequence model joined to the rules and head
+    adds events on at most MAX_ADDED of the validation set's daily-life motions over the rules
+    and head alone (generated like the training set from another random stream: never the
+    held-out sets)."""
     daily = [s for s in val if not s.fall]
+    base = score_generated(daily, lambda: PoseFallRules(head=head))["daily_hit"]
     for thr in THRESHOLDS:
         seq.contract = replace(seq.contract, threshold=thr)
         r = score_generated(daily, lambda: PoseFallRules(head=head, seq=seq))
-        if r["daily_hit"] <= MAX_DAILY * len(daily):
+        if r["daily_hit"] - base <= MAX_ADDED * len(daily):
             return thr
     return THRESHOLDS[-1]
 
@@ -260,7 +276,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--designs", nargs="+", choices=DESIGNS, default=list(DESIGNS))
     p.add_argument("--train-motions", type=int, default=2000)
-    p.add_argument("--heatmap-motions", type=int, default=600)
+    p.add_argument("--heatmap-motions", type=int, default=2000)
     p.add_argument("--test-motions", type=int, default=200, help="per held-out set")
     p.add_argument("--stage", choices=("heldout", "real"), default="heldout",
                    help="heldout: generated held-out views, styles; real: real folds")  # fmt: skip
@@ -309,7 +325,7 @@ def held_out(
              for k, name in enumerate(SETS)}  # fmt: skip
     val = cached(work / "val.pkl", lambda: generate("seen", a.test_motions, 30))
     synth = every_other(sample_windows(train))
-    # the heatmap design costs ~20 times more to train on 2 cores: a share of the motions
+    # the heatmap design costs ~4 times more to train: --heatmap-motions of the motions
     small = every_other(sample_windows(train[: a.heatmap_motions]))
     log.info("generated: %d train windows from %d motions (%.0f s)", len(synth), len(train),
              time.monotonic() - t0)  # fmt: skip
@@ -393,23 +409,24 @@ def _ms(values: list[float]) -> str:
 
 
 def markdown(results: dict[str, Any]) -> str:
-    lines = ["## Held-out generated views and styles (event per motion, 5 Hz, 10 s each)", "",
-             "| detector | seeds | " + " | ".join(f"{s}: falls caught | {s}: daily with event"
+    lines = ["## Held-out generated views and styles (an event per motion, 5 Hz, 10 s each)", "",
+             "Per set: falls caught, of them the falls the pose model could see (the person found "
+             "on 5 ticks after the descent), and daily-life motions with an event.", "",
+             "| detector | seeds | " + " | ".join(f"{s}: falls | {s}: seen falls | {s}: daily"
                                                    for s in SETS) + " |",
-             "| --- | --- |" + " --- | --- |" * len(SETS)]  # fmt: skip
-    for name, runs in results["generated"].items():
-        per_seed = [runs] if "falls" in next(iter(runs.values())) else list(runs.values())
+             "| --- | --- |" + " --- | --- | --- |" * len(SETS)]  # fmt: skip
+    for name, runs in results.get("generated", {}).items():
+        per_seed = [runs] if "seen" in runs and "falls" in runs["seen"] else list(runs.values())
         cells = []
         for s in SETS:
             r = [x[s] for x in per_seed]
             fh = [100 * x["falls_hit"] / max(x["falls"], 1) for x in r]
+            vh = [100 * x["visible_hit"] / max(x["visible"], 1) for x in r]
             dh = [100 * x["daily_hit"] / max(x["daily"], 1) for x in r]
-            cells += [f"{_ms(fh)} % of {r[0]['falls']}", f"{_ms(dh)} % of {r[0]['daily']}"]
-        lines.append(
-            f"| {name} | {len(per_seed) if len(per_seed) > 1 else '–'} | "
-            + " | ".join(cells)
-            + " |"
-        )
+            cells += [f"{_ms(fh)} % of {r[0]['falls']}", f"{_ms(vh)} % of {r[0]['visible']}",
+                      f"{_ms(dh)} % of {r[0]['daily']}"]  # fmt: skip
+        n = str(len(per_seed)) if len(per_seed) > 1 else "–"
+        lines.append(f"| {name} | {n} | " + " | ".join(cells) + " |")
     if results.get("real"):
         lines += ["", "## Real clips, leave-one-out (cached MoveNet poses, no CNN)", "",
                   "| detector | seeds | falls /16 | activity clips /27 | lying still /2 "

@@ -213,3 +213,22 @@ def test_check_names_the_sequence_model_and_refuses_a_mismatch_in_one_line(
     assert (
         out.returncode == 2 and "person.sequence: " in out.stderr and "does not exist" in out.stderr
     )
+
+
+def test_a_track_born_where_one_was_lost_keeps_its_window() -> None:
+    """The tracker loses a person mid-fall (a missed tick, the box from tall to wide with no
+    overlap); the new track's window still holds the seconds before the fall."""
+    windows: list[tuple[float, int, tuple[float, float, float, float], np.ndarray]] = []
+    rules = PoseFallRules(windows=windows, window=WindowSpec(5.0, 10))
+    for t in range(5):
+        rules.update(t / 5, [_person(3, STAND, 200)])
+    rules.update(1.0, [])  # the descent missed
+    lying = _person(85, (160, 260, 360, 300), 280)  # feet 0.65 heights away: another track
+    rules.update(1.2, [lying])
+    (_, first, _, _), (t, second, _, w) = windows[0], windows[-1]
+    assert second != first and t == pytest.approx(1.2)
+    assert w[-1, -1] == 1.0 and w[-2, -1] == 0.0  # found now, missed before
+    assert w[-7:-2, -1].tolist() == [1.0] * 5  # the five standing ticks came along
+    # someone appearing far from any lost track starts with an empty window
+    rules.update(1.4, [lying, _person(3, (600, 100, 660, 300), 200)])
+    assert windows[-1][3][:-1, -1].sum() == 0

@@ -40,6 +40,7 @@ HISTORY_S = 1.0  # the head's "over the last second" features
 GOT_UP_S = 2.0  # a fallen person is up again once upright this long, as tall as before the fall
 UP_HEIGHT = 0.8  # ... at least this share of their height before the fall (sitting up is not up)
 UP_P = 0.5  # the sequence model sees a person up at this P(up)
+INHERIT_FEET = 1.5  # a new track takes the window of a track lost this near (in heights)
 SEQ_MODES = ("join", "decide")
 
 
@@ -339,6 +340,7 @@ class PoseFallRules:
         if self.seq is None and self.windows is None:
             return None
         found = {id(tr): p for tr, p in pairs}
+        self._inherit(pairs, found)
         for tr in self.tracks:
             if tr.poses.maxlen != self.window_ticks:
                 tr.poses = deque(tr.poses, maxlen=self.window_ticks)
@@ -349,6 +351,21 @@ class PoseFallRules:
         if self.windows is not None:
             self.windows.extend((t, tr.id, p.box, w[k]) for k, (tr, p) in enumerate(pairs))
         return None if self.seq is None else self.seq.probs(w)
+
+    def _inherit(self, pairs: list[tuple[_Track, Person]], found: dict[int, Person]) -> None:
+        """A track born this tick takes over the poses of a track lost nearby (not found now,
+        feet within INHERIT_FEET heights): the tracker often loses a person mid-fall (the box
+        turns from tall to wide between two ticks, or the pose model misses the descent), and
+        the new track's window would hold no descent. Only the window inherits; the rules'
+        state of the new track starts afresh."""
+        lost = [tr for tr in self.tracks if id(tr) not in found and tr.poses]
+        for tr, p in pairs:
+            if tr.poses or not lost:
+                continue
+            old = min(lost, key=lambda o: _feet_distance(o.box, p.box))
+            if _feet_distance(old.box, p.box) <= INHERIT_FEET:
+                tr.poses, old.poses = old.poses, deque(maxlen=self.window_ticks)
+                lost.remove(old)
 
     def _still_down(self, tr: _Track, q: np.ndarray | None) -> bool:
         """A fall the sequence model confirmed stays while it does not see the person up: from

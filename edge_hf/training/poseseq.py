@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -321,7 +322,7 @@ class FitSettings:
 
 
 def fit(data: WindowSet, design: str, ticks: int, settings: FitSettings | None = None,
-        progress: bool = True) -> nn.Module:  # fmt: skip
+        progress: bool | None = None) -> nn.Module:  # fmt: skip
     """A `design` network trained on `data` with masked binary cross-entropy (each output's
     positives weighted up to 3 times towards balancing its negatives), AdamW, one-cycle schedule."""
     s = settings or FitSettings()
@@ -339,7 +340,7 @@ def fit(data: WindowSet, design: str, ticks: int, settings: FitSettings | None =
     steps = s.epochs * math.ceil(len(x) / s.batch)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=s.lr, total_steps=max(steps, 1))
     bar = None
-    if progress:
+    if progress or (progress is None and sys.stderr.isatty()):
         from tqdm import tqdm
 
         bar = tqdm(total=steps, desc=f"train {design}", unit="step", leave=False)
