@@ -17,7 +17,6 @@ from edge_hf.core.pose import (
     SecondLook,
     clip_people,
     features,
-    is_grey,
     motion_boxes,
     pose_frame,
     view_frame,
@@ -139,22 +138,6 @@ def test_clip_people_through_the_second_look_is_cached_apart(
     assert len(list(tmp_path.glob("people-*.json"))) == 2
     assert [t for t, _, _ in looked] == [t for t, _, _ in plain]
     assert [len(p) for _, _, p in again] == [len(p) for _, _, p in looked]
-
-
-def test_a_grey_night_frame_gets_local_contrast_and_a_colour_frame_does_not() -> None:
-    rng = np.random.default_rng(1)
-    grey = rng.integers(40, 70, (360, 640), dtype=np.uint8)  # dark and flat, as an IR picture
-    night = cv2.merge([grey, grey, grey])
-    assert is_grey(night)
-    out = pose_frame(night, None, 256)
-    assert out.shape == (144, 256, 3) and np.array_equal(out[..., 0], out[..., 2])
-    assert out.std() > 1.5 * cv2.resize(grey, (256, 144), interpolation=cv2.INTER_AREA).std()
-    colour = night.copy()
-    colour[..., 2] = np.clip(colour[..., 2].astype(np.int16) + 30, 0, 255).astype(np.uint8)
-    assert not is_grey(colour)
-    plain = cv2.cvtColor(cv2.resize(colour, (256, 144), interpolation=cv2.INTER_AREA),
-                         cv2.COLOR_BGR2RGB)  # fmt: skip
-    assert np.array_equal(pose_frame(colour, None, 256), plain)
 
 
 def test_the_shipped_heads_each_hold_the_config_to_their_poses() -> None:
