@@ -8,7 +8,7 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 EXTRAS := cpu,train,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench conditions-bench look-bench real-model real-card pose-model pose-head pose-bench arm64-check gpu-check soak-faults bench-outage ha-check clean
+.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench conditions-bench look-bench real-model real-card pose-model pose-head pose-seq pose-bench arm64-check gpu-check soak-faults bench-outage ha-check clean
 
 help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips (synthetic, then real)"
@@ -181,6 +181,16 @@ pose-head: $(STAMP)
 	PYTHONPATH=. $(PY) experiments/pose_head.py --mode veto --threshold 0.1 --final models/pose-head-look.json --second-look
 	PYTHONPATH=. $(PY) experiments/pose_head.py --mode veto --threshold 0.1 > benchmarks/results/real/pose_head.md
 	PYTHONPATH=. $(PY) experiments/pose_head.py --mode veto --threshold 0.1 --plot benchmarks/results/real/pose_head.png
+
+# #41: the pose-sequence model (person.sequence): a 1-D temporal conv over each tracked person's
+# last 4 s of poses, trained on generated 3D motion seen through random cameras (every view) plus
+# the real MoveNet tracks; measured on held-out generated views (along the body, from the ceiling)
+# and styles, and on the real leave-one-out folds (cached poses), against the rules and the head.
+# Writes benchmarks/results/pose_seq/pose_seq.{json,md} and models/pose-seq.onnx. ~25 min, 2 cores.
+pose-seq: $(STAMP)
+	$(PY) experiments/pose_seq.py --stage heldout
+	$(PY) experiments/pose_seq.py --stage real
+	$(PY) experiments/pose_seq.py --final models/pose-seq.onnx
 
 # The pose stage on real footage: share of frames with the person found (standing, falling,
 # lying; per dataset and view), its cost per frame, and the pose + rules peer row. ~5 min.

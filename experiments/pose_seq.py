@@ -61,7 +61,7 @@ from realbench.posehead import (
 
 from edge_hf.core.pose import POSE_MODEL, Box, Person, iou
 from edge_hf.core.posefall import PoseFallRules
-from edge_hf.core.posehead import PoseHead
+from edge_hf.core.posehead import PoseHead, file_sha256
 from edge_hf.core.poseseq import PoseSequenceModel, SeqContract
 from edge_hf.core.posewindow import WindowSpec
 from edge_hf.training import posegen, skeleton
@@ -179,8 +179,8 @@ def real_set(items: list[Item], poses: dict[tuple[str, int], Poses], vtest: Pose
 
 
 def contract(design: str, trained_on: str) -> SeqContract:
-    return SeqContract(SPEC.rate_hz, SPEC.ticks, POSE_MODEL.name, threshold=0.5, design=design,
-                       trained_on=trained_on)  # fmt: skip
+    return SeqContract(SPEC.rate_hz, SPEC.ticks, POSE_MODEL.name, file_sha256(POSE_MODEL),
+                       threshold=0.5, design=design, trained_on=trained_on)  # fmt: skip
 
 
 # --- scoring generated motion ------------------------------------------------------------------
@@ -305,9 +305,12 @@ def main() -> None:
         print(f"wrote {a.final} (threshold {seq.contract.threshold:g})")
         return
     if a.stage == "real":
-        results["real"] = real_folds(a, synth_all, val_all, head, work)
+        part = {"real": real_folds(a, synth_all, val_all, head, work)}
     else:
-        results["generated"] = held_out(a, head, work, results)
+        part = {"generated": held_out(a, head, work, results), "thresholds": results["thresholds"]}
+    # read again: another stage may have written its part meanwhile
+    results = json.loads(path.read_text()) if path.exists() else {"spec": results["spec"]}
+    results.update(part)
     a.out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=1))
     (a.out / "pose_seq.md").write_text(markdown(results))

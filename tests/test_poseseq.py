@@ -232,3 +232,42 @@ def test_a_track_born_where_one_was_lost_keeps_its_window() -> None:
     # someone appearing far from any lost track starts with an empty window
     rules.update(1.4, [lying, _person(3, (600, 100, 660, 300), 200)])
     assert windows[-1][3][:-1, -1].sum() == 0
+
+
+SHIPPED = ROOT / "models" / "pose-seq.onnx"
+
+
+def test_the_shipped_model_catches_a_fall_towards_the_camera_the_rules_miss() -> None:
+    """A generated forward fall seen by a camera the person falls towards (azimuth 0: the body
+    lies along the view, 1.75 m away, 1.5 m high): neither the rules nor the head read "down";
+    the shipped sequence model joined to them confirms the fall after its descent."""
+    from edge_hf.core.posehead import PoseHead
+    from edge_hf.training import posegen, skeleton
+
+    rng = np.random.default_rng(20)
+    m = skeleton.motion("fall_forward_from_standing", rng, 5.0, 10.0)
+    cam = posegen.random_camera(rng, azimuth=0.0, pitch=20.0)
+    people = posegen.observe(m, cam, posegen.MoveNetErrors(), rng)
+    assert m.descent is not None and cam.azimuth_deg == 0.0
+    seq, head = PoseSequenceModel(SHIPPED), PoseHead.load(ROOT / "models" / "pose-head.json")
+
+    def falls(rules: PoseFallRules) -> list[float]:
+        return [i / 5 for i, found in enumerate(people) if rules.update(i / 5, found).new_fall]
+
+    assert falls(PoseFallRules()) == falls(PoseFallRules(head=head)) == []
+    joined = falls(PoseFallRules(head=head, seq=seq))
+    assert len(joined) == 1 and m.descent[0] <= joined[0] <= m.descent[1] + 3.0
+
+
+def test_the_shipped_model_is_the_one_its_card_describes() -> None:
+    import hashlib
+    import re
+
+    card = (ROOT / "models" / "pose-seq.md").read_text()
+    digest = re.search(r"sha256 `([0-9a-f]{64})`", card)
+    assert digest and hashlib.sha256(SHIPPED.read_bytes()).hexdigest() == digest.group(1), (
+        "the card's sha256 is this file's (update the card after make pose-seq)"
+    )
+    c = PoseSequenceModel(SHIPPED).contract
+    assert f"threshold **{c.threshold:g}**" in card and c.design in card
+    assert "ASSIST-IoT" in card and "CC BY 4.0" in card and "MIT" in card  # its data's terms
