@@ -38,7 +38,7 @@ from realbench.items import ASSIST, GMDCSA, VTEST, Item, views
 from realbench.posehead import RATE_HZ, fallen_from
 
 from edge_hf.core.hyperframe import nearest_index
-from edge_hf.core.pose import POSE_MODEL, PoseEstimator, iou, is_grey, pose_frame
+from edge_hf.core.pose import POSE_MODEL, PoseEstimator, iou, is_grey, pose_frame, shrunk
 from edge_hf.core.video import Crop
 from edge_hf.training.data import parse_crop
 
@@ -142,19 +142,6 @@ def ticks(path: Path, crop: Crop | None) -> Iterator[tuple[float, np.ndarray]]:
             i += 1
     finally:
         cap.release()
-
-
-def shrunk(frame: np.ndarray, crop: Crop | None, side: int) -> np.ndarray:
-    """`pose_frame`'s first steps (the crop, the long side at most `side`), still BGR."""
-    if crop is not None:
-        x, y, w, h = crop
-        frame = frame[y : y + h, x : x + w]
-    h, w = frame.shape[:2]
-    scale = min(1.0, side / max(h, w))
-    if scale < 1.0:
-        size = (max(1, round(w * scale)), max(1, round(h * scale)))
-        frame = cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
-    return frame
 
 
 def prepared(frame: np.ndarray, grey: Grey) -> np.ndarray:

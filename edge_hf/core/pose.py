@@ -114,12 +114,9 @@ def letterbox(frame_rgb: np.ndarray, side: int = INPUT_SIDE) -> tuple[np.ndarray
     return out, scale
 
 
-def pose_frame(
-    frame_bgr: np.ndarray, crop: tuple[int, int, int, int] | None, side: int
-) -> np.ndarray:
-    """A camera's BGR frame as the pose model is given it: its `crop` (x, y, w, h; the camera's
-    configured view), shrunk so the long side is at most `side`, RGB. The person stage and the
-    boxes training caches (`edge_hf.core.personcrop.clip_boxes`) both use this."""
+def shrunk(frame_bgr: np.ndarray, crop: tuple[int, int, int, int] | None, side: int) -> np.ndarray:
+    """`pose_frame`'s first steps, still BGR: the `crop` (x, y, w, h), the long side at most
+    `side`."""
     if crop is not None:
         x, y, w, h = crop
         frame_bgr = frame_bgr[y : y + h, x : x + w]
@@ -128,6 +125,16 @@ def pose_frame(
     if scale < 1.0:
         size = (max(1, round(w * scale)), max(1, round(h * scale)))
         frame_bgr = cv2.resize(frame_bgr, size, interpolation=cv2.INTER_AREA)
+    return frame_bgr
+
+
+def pose_frame(
+    frame_bgr: np.ndarray, crop: tuple[int, int, int, int] | None, side: int
+) -> np.ndarray:
+    """A camera's BGR frame as the pose model is given it: its `crop` (x, y, w, h; the camera's
+    configured view), shrunk so the long side is at most `side`, RGB. The person stage and the
+    boxes training caches (`edge_hf.core.personcrop.clip_boxes`) both use this."""
+    frame_bgr = shrunk(frame_bgr, crop, side)
     if is_grey(frame_bgr):  # an infrared camera at night: noisy, flat and dark to a daylight model
         grey = night_grey(frame_bgr[..., 1])
         return cv2.merge([grey, grey, grey])

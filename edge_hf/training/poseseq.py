@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,22 +158,15 @@ def motion_windows(
     """The labelled windows of one generated motion observed per tick (`people`): the track whose
     box overlaps the skeleton's projected box (`true_boxes`) is the person; others are dropped."""
     ticks = [(i / spec.rate_hz, found) for i, found in enumerate(people)]
-    xs, ys, ms = [], [], []
-    for t, _, box, w in tracked_windows(ticks, spec):
+
+    def label_of(t: float, box: Box) -> Labels:
         i = round(t * spec.rate_hz)
         truth = true_boxes[i]
         if truth is None or iou(box, truth) < min_iou:
-            continue
-        lab = generated_labels(int(phases[i]), t, descent, spec.seconds)
-        if not any(lab.mask):
-            continue
-        xs.append(w)
-        ys.append(lab.y)
-        ms.append(lab.mask)
-    if not xs:
-        return WindowSet.empty(spec.ticks)
-    return WindowSet(np.stack(xs), np.asarray(ys, np.float32), np.asarray(ms, np.float32),
-                     np.full(len(xs), group, np.int64))  # fmt: skip
+            return UNKNOWN
+        return generated_labels(int(phases[i]), t, descent, spec.seconds)
+
+    return _labelled(tracked_windows(ticks, spec), label_of, spec, group)
 
 
 def real_windows(
@@ -187,9 +180,24 @@ def real_windows(
 ) -> WindowSet:
     """The labelled windows of one real clip view's cached poses ((t, size, people) per tick)."""
     ticks = [(t, found) for t, _, found in poses if until_s is None or t < until_s]
+    return _labelled(
+        tracked_windows(ticks, spec),
+        lambda t, _: real_labels(t, label, start_s, down_s, spec.seconds),
+        spec,
+        group,
+    )
+
+
+def _labelled(
+    records: list[tuple[float, int, Box, np.ndarray]],
+    label_of: Callable[[float, Box], Labels],
+    spec: WindowSpec,
+    group: int,
+) -> WindowSet:
+    """The windows of `records` with their labels (`label_of(t, box)`), unknown ones left out."""
     xs, ys, ms = [], [], []
-    for t, _, _, w in tracked_windows(ticks, spec):
-        lab = real_labels(t, label, start_s, down_s, spec.seconds)
+    for t, _, box, w in records:
+        lab = label_of(t, box)
         if not any(lab.mask):
             continue
         xs.append(w)
