@@ -15,7 +15,7 @@ import torch
 
 from edge_hf.bench.live import run_cameras, soak
 from edge_hf.bench.prep import OurWindow, count_flops, inference_rows, naive_window
-from edge_hf.bench.runner import paste_into_readme, retimed
+from edge_hf.bench.runner import POSE_SEQ, paste_into_readme, retimed
 from edge_hf.core.errors import UserError
 from edge_hf.core.hyperframe import stack_frames
 from edge_hf.core.runtime import read_contract
@@ -244,3 +244,19 @@ def test_the_graph_section_counts_nodes_of_one_network_and_the_ensemble(tmp_path
     assert all(set(t) == set(GRAPHS) and min(t.values()) > 0 for t in r["ms_per_window"].values())
     md = "\n".join(markdown(r))
     assert all(f"| {g} | {n[g]['total']} |" in md for g in GRAPHS)
+
+
+def test_a_capacity_run_can_carry_the_pose_sequence_model(fall_clip: Path, tmp_path: Path) -> None:
+    from edge_hf.bench.live import _config
+
+    root = Path(__file__).resolve().parents[1]
+    pose, seq = root / "models" / "person-movenet-multipose-lightning.onnx", root / POSE_SEQ
+    cfg = _config(SHIPPED_MODEL, fall_clip, ["a"], tmp_path, pose, sequence=seq)
+    assert cfg.person.sequence == seq and cfg.person.sequence_mode == "join"
+    from edge_hf.daemon.app import build_pipeline
+    from edge_hf.daemon.sinks import RecordingSink
+
+    stage = build_pipeline(cfg, RecordingSink(), score_history=None, live=False).person
+    assert stage is not None and stage.sequence is not None  # the model runs in the stage
+    r = run_cameras(SHIPPED_MODEL, fall_clip, 1, 2.0, "batched", tmp_path, pose, True, False, seq)
+    assert r["pose_frames"] is not None and r["pose_frames"] > 0

@@ -60,6 +60,7 @@ def _config(
     state_dir: Path,
     person: Path | None = None,
     second_look: bool = False,
+    sequence: Path | None = None,
 ) -> Config:
     head = POSE_HEAD if person is not None and POSE_HEAD.is_file() else None
     if head is not None and (PoseHead.load(head).contract_look() is not None) != second_look:
@@ -70,7 +71,7 @@ def _config(
         cameras=[CameraConfig(name=n, source=str(video), loop=True) for n in names],
         state_dir=state_dir,
         max_batch=max(16, len(names)),
-        person=PersonConfig(model=person, head=head, second_look=second_look),
+        person=PersonConfig(model=person, head=head, second_look=second_look, sequence=sequence),
     )
 
 
@@ -93,18 +94,21 @@ def run_cameras(
     person: Path | None = None,
     person_threaded: bool = True,
     second_look: bool = False,
+    sequence: Path | None = None,
 ) -> dict[str, Any]:
     """Run `n` real-time file cameras for `seconds`; `mode` is "batched" or "per_camera";
     `person`: the pose model, the person stage on (its default 5 Hz per camera), in its own
-    thread or (`person_threaded` False) in the inference loop, with `second_look` or not."""
+    thread or (`person_threaded` False) in the inference loop, with `second_look` or not, with
+    the pose-sequence model `sequence` or not."""
     names = [f"cam{i:02d}" for i in range(n)]
     if mode == "batched":
-        cfg = _config(model, video, names, state_dir, person, second_look)
+        cfg = _config(model, video, names, state_dir, person, second_look, sequence)
         pipelines = [build_pipeline(cfg, _CountingSink())]
     elif mode == "per_camera":
         pipelines = [
             build_pipeline(
-                _config(model, video, [c], state_dir, person, second_look), _CountingSink()
+                _config(model, video, [c], state_dir, person, second_look, sequence),
+                _CountingSink(),
             )
             for c in names
         ]
@@ -186,6 +190,7 @@ def capacity(
     label: str = "",
     person_threaded: bool = True,
     second_look: bool = False,
+    sequence: Path | None = None,
 ) -> dict[str, Any]:
     """Largest sustained camera count: double until a level fails, then bisect (`max_runs`)."""
     runs: list[dict[str, Any]] = []
@@ -193,7 +198,16 @@ def capacity(
     def trial(n: int) -> bool:
         for attempt in range(2):
             r = run_cameras(
-                model, video, n, seconds, mode, state_dir, person, person_threaded, second_look
+                model,
+                video,
+                n,
+                seconds,
+                mode,
+                state_dir,
+                person,
+                person_threaded,
+                second_look,
+                sequence,
             )
             runs.append(r)
             verdict = "sustained" if r["sustained"] else "NOT sustained"

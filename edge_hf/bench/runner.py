@@ -31,6 +31,7 @@ SCORE_MODEL = Path("models/fall-real-efficientnet_lite0-t3.onnx")  # a model tra
 SCORE_DATA = Path("../shared/data/gmdcsa24")  # real clips for the score effect of the resize
 REAL_MODEL = SCORE_MODEL  # the pipeline people deploy: its capacity beside the demo model's
 POSE_MODEL = Path("models/person-movenet-multipose-lightning.onnx")  # ... with the person stage
+POSE_SEQ = Path("models/pose-seq.onnx")  # ... and the opt-in pose-sequence model (#41)
 
 
 def _say(msg: str) -> None:
@@ -231,23 +232,27 @@ def real_pipeline_capacity(
 ) -> list[dict[str, Any]]:
     """Cameras the shipped real model sustains (batched): alone, with the person stage in its own
     thread (the daemon's way since 2026-12-06), the same with its second look (#40) and, for
-    comparison, in the inference loop (the way before), side by side in one run."""
+    comparison, in the inference loop (the way before), and with the pose-sequence model
+    (`models/pose-seq.onnx`, opt-in), side by side in one run."""
     real = with_resize(real_model, work / "capacity-real.onnx", RESIZE)
     out = []
-    for pose, threaded, look in (
-        (None, True, False), (pose_model, True, False), (pose_model, True, True),
-        (pose_model, False, False),
-    ):  # fmt: skip
+    rows: list[tuple[Path | None, bool, bool, Path | None]] = [
+        (None, True, False, None), (pose_model, True, False, None), (pose_model, True, True, None),
+        (pose_model, False, False, None),
+    ]  # fmt: skip
+    if POSE_SEQ.is_file():  # the opt-in pose-sequence model (#41): its cost beside the stage's
+        rows.append((pose_model, True, False, POSE_SEQ))
+    for pose, threaded, look, sequence in rows:
         if pose is not None and not pose.is_file():
             continue
         where = ("" if threaded else ", in the inference loop") + (
             " and its second look" if look else ""
-        )
+        ) + (" and the pose-sequence model" if sequence else "")  # fmt: skip
         person = "" if pose is None else f" + person stage 5 Hz{where}"
         out.append(
             capacity(real, camera, "batched", seconds, work / "state", progress=progress,
                      person=pose, label=f"{real_model.name}{person}", person_threaded=threaded,
-                     second_look=look)
+                     second_look=look, sequence=sequence)
         )  # fmt: skip
     return out
 
