@@ -26,7 +26,7 @@ import argparse
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,9 +37,8 @@ from realbench.conditions import NEGATIVES, _dst, negative_items
 from realbench.items import ASSIST, GMDCSA, VTEST, Item, views
 from realbench.posehead import RATE_HZ, fallen_from
 
-from edge_hf.core.hyperframe import nearest_index
 from edge_hf.core.pose import POSE_MODEL, PoseEstimator, iou, is_grey, pose_frame, shrunk
-from edge_hf.core.video import Crop
+from edge_hf.core.video import Crop, sample_file
 from edge_hf.training.data import parse_crop
 
 SIDE = 256
@@ -126,24 +125,6 @@ CANDIDATES: dict[str, Grey] = {
 }
 
 
-def ticks(path: Path, crop: Crop | None) -> Iterator[tuple[float, np.ndarray]]:
-    """(tick, frame BGR) of a file at RATE_HZ: the frame nearest each tick, as `clip_people`."""
-    cap = cv2.VideoCapture(str(path))
-    fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0) or 30.0
-    k, i = 0, 0
-    try:
-        while True:
-            ok, frame = cap.read()
-            if not ok:
-                return
-            while nearest_index(k / RATE_HZ, fps, 1 << 40) == i:
-                yield k / RATE_HZ, frame
-                k += 1
-            i += 1
-    finally:
-        cap.release()
-
-
 def prepared(frame: np.ndarray, grey: Grey) -> np.ndarray:
     """A shrunk BGR frame as the pose model would be given it with `grey` for grey frames."""
     if is_grey(frame):
@@ -172,7 +153,7 @@ def collect(it: Item, crop: Crop | None, since: float | None, cache: Path) -> Vi
         z = np.load(npz, allow_pickle=True)
         return View(name, list(z["times"]), list(z["frames"]), z["raw"], crop)
     times, frames, raw = [], [], None
-    for t, frame in ticks(it.path, crop):
+    for t, frame in sample_file(it.path, 1 / RATE_HZ):
         if since is not None and t < since:
             continue
         raw = frame if raw is None else raw

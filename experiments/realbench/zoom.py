@@ -29,7 +29,7 @@ import cv2
 import numpy as np
 
 from edge_hf.core.hyperframe import nearest_index
-from edge_hf.core.video import Crop, VideoError
+from edge_hf.core.video import Crop, VideoError, cut, file_fps
 
 
 @dataclass(frozen=True)
@@ -136,10 +136,7 @@ def _frames(src: Path, crop: Crop | None) -> Iterator[tuple[np.ndarray, bool]]:
             raise VideoError(f"{src}: no frame could be decoded; is it a video file?")
         while ok:
             ok, following = cap.read()
-            if crop is not None:
-                x, y, w, h = crop
-                frame = frame[y : y + h, x : x + w]
-            yield frame, not ok
+            yield cut(frame, crop), not ok
             frame = following
     finally:
         cap.release()
@@ -157,7 +154,7 @@ def zoom_video(
     """
     if fps is None:
         cap = cv2.VideoCapture(str(src))
-        fps = cap.get(cv2.CAP_PROP_FPS) or 30.0
+        fps = file_fps(float(cap.get(cv2.CAP_PROP_FPS) or 0.0), str(src))
         cap.release()
     zoom: MotionZoom | None = None
     out: cv2.VideoWriter | None = None
