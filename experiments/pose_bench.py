@@ -32,7 +32,7 @@ import cv2
 import numpy as np
 import realbench as rb
 
-from edge_hf.core.pose import Person, PoseEstimator, features
+from edge_hf.core.pose import POSE_SIDE, Person, PoseEstimator, features
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, down_reasons, is_upright
 from edge_hf.core.video import cut, sample_file
 from edge_hf.training.data import parse_crop
@@ -242,7 +242,7 @@ def main() -> None:
     p.add_argument("--vtest", default=str(rb.VTEST))
     p.add_argument("--negatives", default=str(NEGATIVES))
     p.add_argument("--interval-ms", type=float, default=200.0)
-    p.add_argument("--side", type=int, default=256)
+    p.add_argument("--side", type=int, default=POSE_SIDE)
     p.add_argument("--runs", default="benchmarks/results/real/runs.json",
                    help="make real-bench's results, for falls by view and size")  # fmt: skip
     a = p.parse_args()

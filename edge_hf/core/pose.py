@@ -24,13 +24,15 @@ from typing import Any
 import cv2
 import numpy as np
 
+# (the pose model's path, side and rate live with the contract: the config reads them too)
+from edge_hf.core.contract import POSE_MODEL as POSE_MODEL
+from edge_hf.core.contract import POSE_RATE_HZ as POSE_RATE_HZ
+from edge_hf.core.contract import POSE_SIDE as POSE_SIDE
 from edge_hf.core.errors import UserError
 from edge_hf.core.runtime import CPU, Providers, open_session
 from edge_hf.core.video import Crop, cut, sample_file
 
-POSE_MODEL = Path("models/person-movenet-multipose-lightning.onnx")
-INPUT_SIDE = 256  # the long side MoveNet runs at; the graph takes (1, H, W, 3) int32 RGB
-STRIDE = 32  # each side of the input a multiple of this
+STRIDE = 32  # each side of the input, (1, H, W, 3) int32 RGB, a multiple of this
 MAX_PEOPLE = 6
 KEYPOINTS = (
     "nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
@@ -97,7 +99,7 @@ def features(person: Person) -> PoseFeatures:
     return PoseFeatures(torso, aspect, None if hips is None else hips[1])
 
 
-def letterbox(frame_rgb: np.ndarray, side: int = INPUT_SIDE) -> tuple[np.ndarray, float]:
+def letterbox(frame_rgb: np.ndarray, side: int = POSE_SIDE) -> tuple[np.ndarray, float]:
     """`frame_rgb` scaled so its long side is `side`, padded (bottom/right, black) to multiples
     of 32, and the scale (model pixels per frame pixel)."""
     h, w = frame_rgb.shape[:2]
@@ -185,12 +187,12 @@ class PoseEstimator:
         path: Path = POSE_MODEL,
         providers: Providers = (CPU,),
         threads: int = 0,
-        side: int = INPUT_SIDE,
+        side: int = POSE_SIDE,
     ) -> None:
         if not path.is_file():
             raise UserError(
                 f"person.model: {path} does not exist (run `make pose-model`, or point "
-                "person.model at models/person-movenet-multipose-lightning.onnx)"
+                f"person.model at {POSE_MODEL})"
             )
         self.path = path
         self.session: Any = open_session(path, providers, threads, key="person.model")
@@ -210,7 +212,7 @@ class PoseEstimator:
             raise UserError(
                 f"person.model: {path} takes {inp.type} {inp.shape}; the person stage needs "
                 "MoveNet MultiPose with a free height and width and int32 pixels, (1, H, W, 3) "
-                "(use models/person-movenet-multipose-lightning.onnx or `make pose-model`)"
+                f"(use {POSE_MODEL} or `make pose-model`)"
             )
         self._input, self.side = inp.name, side
 

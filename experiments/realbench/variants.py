@@ -9,6 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from edge_hf.core.pose import POSE_MODEL
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -178,7 +180,6 @@ ZOOM_RECIPE = replace(THREE_STATE, input_size=160, zoom=True)
 
 # The person stage (#30): the 160 px row's fold models with the pose rules beside them, and the
 # pose rules alone (the fold models still run, their scores never raise an event).
-POSE_MODEL = Path("models/person-movenet-multipose-lightning.onnx")
 
 PLAIN_160 = "lite0 T=3 ImageNet falling+down 160px, confirm 2 s"
 
