@@ -118,7 +118,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_replay(args: argparse.Namespace) -> int:
     from datetime import datetime
 
-    from edge_hf.daemon.app import ReplayRequest, replay
+    from edge_hf.daemon.app import REPLAY_STATE_DIR, ReplayRequest, replay
 
     if args.origin == "now":
         origin = time.time()
@@ -136,7 +136,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             config=Path(args.config) if args.config else None,
             video=Path(args.video) if args.video else None,
             model=Path(args.model) if args.model else None,
-            state_dir=Path(args.state_dir),
+            state_dir=REPLAY_STATE_DIR if args.state_dir is None else Path(args.state_dir),
             origin_unix=origin,
             timeline_png=Path(args.timeline_png) if args.timeline_png else None,
             hold_end_s=args.hold_end_s,
@@ -378,7 +378,6 @@ def _daemon_commands(
     p.add_argument("--model", help="ONNX model (overrides model.path; enough with --video)")
     p.add_argument(
         "--state-dir",
-        default=str(Path.home() / ".cache" / "edge-hf" / "replay"),
         help="the replay's own state (default: ~/.cache/edge-hf/replay, not world-writable "
         "/tmp); never the config's state_dir, which a running daemon may hold",
     )

@@ -24,9 +24,16 @@ from typing import Any
 from realbench import load_items
 from realbench.conditions import AS_RECORDED, CONDITIONS, NEGATIVES, negative_items, render
 from realbench.items import ASSIST, GMDCSA, VTEST, Item, views
-from realbench.posehead import RATE_HZ, fallen_from
+from realbench.posehead import fallen_from
 
-from edge_hf.core.pose import POSE_MODEL, LookSettings, PoseEstimator, clip_people
+from edge_hf.core.pose import (
+    POSE_MODEL,
+    POSE_RATE_HZ,
+    POSE_SIDE,
+    LookSettings,
+    PoseEstimator,
+    clip_people,
+)
 from edge_hf.training.data import parse_crop
 
 DEFAULT_CONDITIONS = (AS_RECORDED, "far", "night", "partial", "occluder", "second person",
@@ -48,7 +55,7 @@ def run(
 
     est.people_batch = counted  # type: ignore[method-assign]
     try:
-        poses = clip_people(it.path, parse_crop(it.crop), est, RATE_HZ, cache, look)
+        poses = clip_people(it.path, parse_crop(it.crop), est, POSE_RATE_HZ, cache, look)
     finally:
         del est.people_batch
     spent = time.perf_counter() - t0 if calls else 0.0
@@ -59,7 +66,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", default="benchmarks/results/real")
     p.add_argument("--conditions", nargs="+", default=list(DEFAULT_CONDITIONS))
-    p.add_argument("--side", type=int, default=256, help="the pose model's input side")
+    p.add_argument("--side", type=int, default=POSE_SIDE, help="the pose model's input side")
     p.add_argument("--small-px", type=int, help="LookSettings.small_px (default: its own)")
     p.add_argument("--name", default="look", help="writes <out>/<name>.json and .md")
     a = p.parse_args()
@@ -103,7 +110,7 @@ def main() -> None:
                 "condition": name, "way": way, "lying_ticks": lying, "lying_found": found,
                 "negative_people_per_tick": neg_people / neg_ticks if neg_ticks else None,
                 "runs_per_tick": calls / ticks if calls else None,
-                "ms_per_camera_s": 1000 * spent / (ticks / RATE_HZ) if calls else None,
+                "ms_per_camera_s": 1000 * spent / (ticks / POSE_RATE_HZ) if calls else None,
             }  # fmt: skip
             result["rows"].append(row)
             print(json.dumps(row), flush=True)

@@ -26,7 +26,7 @@ import argparse
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,14 +35,21 @@ import numpy as np
 from realbench import load_items
 from realbench.conditions import NEGATIVES, _dst, negative_items
 from realbench.items import ASSIST, GMDCSA, VTEST, Item, views
-from realbench.posehead import RATE_HZ, fallen_from
+from realbench.posehead import fallen_from
 
-from edge_hf.core.hyperframe import nearest_index
-from edge_hf.core.pose import POSE_MODEL, PoseEstimator, iou, is_grey, pose_frame, shrunk
-from edge_hf.core.video import Crop
+from edge_hf.core.pose import (
+    POSE_MODEL,
+    POSE_RATE_HZ,
+    POSE_SIDE,
+    PoseEstimator,
+    iou,
+    is_grey,
+    pose_frame,
+    shrunk,
+)
+from edge_hf.core.video import Crop, sample_file
 from edge_hf.training.data import parse_crop
 
-SIDE = 256
 Grey = Callable[[np.ndarray], np.ndarray]  # (H, W) uint8 -> (H, W) uint8
 
 
@@ -126,24 +133,6 @@ CANDIDATES: dict[str, Grey] = {
 }
 
 
-def ticks(path: Path, crop: Crop | None) -> Iterator[tuple[float, np.ndarray]]:
-    """(tick, frame BGR) of a file at RATE_HZ: the frame nearest each tick, as `clip_people`."""
-    cap = cv2.VideoCapture(str(path))
-    fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0) or 30.0
-    k, i = 0, 0
-    try:
-        while True:
-            ok, frame = cap.read()
-            if not ok:
-                return
-            while nearest_index(k / RATE_HZ, fps, 1 << 40) == i:
-                yield k / RATE_HZ, frame
-                k += 1
-            i += 1
-    finally:
-        cap.release()
-
-
 def prepared(frame: np.ndarray, grey: Grey) -> np.ndarray:
     """A shrunk BGR frame as the pose model would be given it with `grey` for grey frames."""
     if is_grey(frame):
@@ -165,19 +154,19 @@ class View:
 
 def collect(it: Item, crop: Crop | None, since: float | None, cache: Path) -> View:
     """The ticks of one view (from `since` on, when given), cached under `cache`."""
-    key = f"{it.path}|{it.path.stat().st_mtime_ns}|{crop}|{since}|{SIDE}|{RATE_HZ}"
+    key = f"{it.path}|{it.path.stat().st_mtime_ns}|{crop}|{since}|{POSE_SIDE}|{POSE_RATE_HZ}"
     npz = cache / f"{hashlib.sha1(key.encode()).hexdigest()[:16]}.npz"
     name = f"{it.path.stem}{' ' + it.crop if it.crop else ''}"
     if npz.exists():
         z = np.load(npz, allow_pickle=True)
         return View(name, list(z["times"]), list(z["frames"]), z["raw"], crop)
     times, frames, raw = [], [], None
-    for t, frame in ticks(it.path, crop):
+    for t, frame in sample_file(it.path, 1 / POSE_RATE_HZ):
         if since is not None and t < since:
             continue
         raw = frame if raw is None else raw
         times.append(t)
-        frames.append(shrunk(frame, crop, SIDE))
+        frames.append(shrunk(frame, crop, POSE_SIDE))
     if raw is None:
         raise RuntimeError(f"{it.path}: no tick after {since}")
     cache.mkdir(parents=True, exist_ok=True)
@@ -211,7 +200,7 @@ def ms_per_frame(grey: Grey, frames: list[np.ndarray]) -> float:
 
 
 def _tick(times: list[float]) -> list[int]:
-    return [round(t * RATE_HZ) for t in times]
+    return [round(t * POSE_RATE_HZ) for t in times]
 
 
 def unmatched(night: list[list[float]], day: list[list[float]]) -> int:
@@ -227,7 +216,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="the pose model's threads")
     a = p.parse_args()
     out, rendered = Path(a.out), Path(a.conditions)
-    est = PoseEstimator(POSE_MODEL, threads=a.threads, side=SIDE)
+    est = PoseEstimator(POSE_MODEL, threads=a.threads, side=POSE_SIDE)
     items = load_items(GMDCSA, ASSIST)
     falls = [it for it, _, _ in views(items) if it.label == "fall"]
     negs = negative_items(VTEST, NEGATIVES)
@@ -254,7 +243,7 @@ def main() -> None:
         "recorded negatives": np.mean([is_grey(f) for v in day_negs for f in v.frames]),
     }
     print("share of frames taken as grey:", grey_share, flush=True)
-    checks = [(v.frames[0], pose_frame(v.raw, v.crop, SIDE)) for v in lying + night_negs]
+    checks = [(v.frames[0], pose_frame(v.raw, v.crop, POSE_SIDE)) for v in lying + night_negs]
     today = [n for n, g in CANDIDATES.items()
              if all(np.array_equal(prepared(f, g), c) for f, c in checks)]  # fmt: skip
     print("reproduces pose_frame:", today, flush=True)

@@ -32,9 +32,9 @@ import cv2
 import numpy as np
 import realbench as rb
 
-from edge_hf.core.hyperframe import nearest_index
-from edge_hf.core.pose import Person, PoseEstimator, features
+from edge_hf.core.pose import POSE_SIDE, Person, PoseEstimator, features
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, down_reasons, is_upright
+from edge_hf.core.video import cut, sample_file
 from edge_hf.training.data import parse_crop
 
 log = logging.getLogger("pose_bench")
@@ -56,29 +56,14 @@ def camera_list(a: argparse.Namespace) -> list[tuple[str, rb.Item]]:
 
 def run_pose(est: PoseEstimator, it: rb.Item, interval_s: float) -> dict[str, Any]:
     """People found at every tick of one clip view (frames nearest k * interval_s)."""
-    cap = cv2.VideoCapture(str(it.path))
-    fps = it.fps or cap.get(cv2.CAP_PROP_FPS)
-    n = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
     crop = parse_crop(it.crop)
-    wanted: dict[int, float] = {}
-    for k in range(int((n - 1) / fps / interval_s) + 1):
-        wanted.setdefault(nearest_index(k * interval_s, fps, n), k * interval_s)
     ticks, cost = [], []
-    for idx in range(n):
-        ok, frame = cap.read()
-        if not ok:
-            break
-        if idx not in wanted:
-            continue
-        if crop is not None:
-            x, y, w, h = crop
-            frame = frame[y : y + h, x : x + w]
-        rgb = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
+    for t, frame in sample_file(it.path, interval_s, it.fps or None):
+        rgb = cv2.cvtColor(cut(frame, crop), cv2.COLOR_BGR2RGB)
         t0 = time.perf_counter()
         people = est.people(rgb)
         cost.append(time.perf_counter() - t0)
-        ticks.append({"t": wanted[idx], "people": [_person_json(p) for p in people]})
-    cap.release()
+        ticks.append({"t": t, "people": [_person_json(p) for p in people]})
     return {"ticks": ticks, "pose_ms": 1000 * float(np.mean(cost)) if cost else None,
             "frame_hw": list(rgb.shape[:2]) if ticks else None}  # fmt: skip
 
@@ -257,7 +242,7 @@ def main() -> None:
     p.add_argument("--vtest", default=str(rb.VTEST))
     p.add_argument("--negatives", default=str(NEGATIVES))
     p.add_argument("--interval-ms", type=float, default=200.0)
-    p.add_argument("--side", type=int, default=256)
+    p.add_argument("--side", type=int, default=POSE_SIDE)
     p.add_argument("--runs", default="benchmarks/results/real/runs.json",
                    help="make real-bench's results, for falls by view and size")  # fmt: skip
     a = p.parse_args()

@@ -50,7 +50,6 @@ from pose_head import NEGATIVES, evaluate
 from realbench import ASSIST, FOLDS, GMDCSA, REVERSE, VTEST, Item, load_items
 from realbench.items import VTEST_CALIBRATION_S
 from realbench.posehead import (
-    RATE_HZ,
     Poses,
     fallen_from,
     fold_head,
@@ -59,7 +58,7 @@ from realbench.posehead import (
     view_keys,
 )
 
-from edge_hf.core.pose import POSE_MODEL, Box, Person, iou
+from edge_hf.core.pose import POSE_MODEL, POSE_RATE_HZ, Box, Person, iou
 from edge_hf.core.posefall import PoseFallRules
 from edge_hf.core.posehead import PoseHead, file_sha256
 from edge_hf.core.poseseq import PoseSequenceModel, SeqContract
@@ -70,7 +69,7 @@ from edge_hf.training.poseseq import real_windows as clip_windows
 
 log = logging.getLogger("pose_seq")
 
-SPEC = WindowSpec(RATE_HZ, 20)
+SPEC = WindowSpec(POSE_RATE_HZ, 20)
 DURATION_S = 10.0
 AZIMUTH_BAND = 20.0
 CEILING_PITCH = 70.0
@@ -143,7 +142,7 @@ def _motion(rng: np.random.Generator, kinds: tuple[str, ...], styles: tuple[str,
     """A random motion of one of `kinds` in one of `styles` (kinds with no such style skipped)."""
     for _ in range(100):
         try:
-            return skeleton.random_motion(rng, RATE_HZ, DURATION_S, kinds=kinds, styles=styles)
+            return skeleton.random_motion(rng, POSE_RATE_HZ, DURATION_S, kinds=kinds, styles=styles)
         except ValueError:
             continue
     raise RuntimeError(f"no motion of kinds {kinds} in styles {styles}")
@@ -190,7 +189,7 @@ def caught(s: Sample, rules: PoseFallRules) -> bool:
     """A fall confirmed (from 1 s before the descent on, for a fall)."""
     t0 = (s.descent[0] - EARLY_S) if s.descent else -math.inf
     for i, people in enumerate(s.people):
-        t = i / RATE_HZ
+        t = i / POSE_RATE_HZ
         if rules.update(t, people).new_fall and t >= t0:
             return True
     return False
@@ -202,7 +201,7 @@ def visible(s: Sample, ticks: int = 5) -> bool:
     end = s.descent[1] if s.descent else math.inf
     found = sum(
         s.truth[i] is not None and any(iou(p.box, s.truth[i]) > 0.3 for p in people)
-        for i, people in enumerate(s.people) if i / RATE_HZ >= end
+        for i, people in enumerate(s.people) if i / POSE_RATE_HZ >= end
     )  # fmt: skip
     return found >= ticks
 

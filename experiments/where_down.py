@@ -23,6 +23,7 @@ from edge_hf.core.hyperframe import frame_indices, stack_frames
 from edge_hf.core.runtime import read_contract
 from edge_hf.core.video import decode_video
 from edge_hf.daemon.classifier import OnnxFallClassifier
+from edge_hf.training.data import parse_crop
 
 # (clip id, view 1 = main / 2 = side, centre time s, what is in it)
 WINDOWS = [
@@ -36,8 +37,7 @@ WINDOWS = [
 
 def window_of(it: rb.Item, t: float, size: tuple[int, int], window: int, interval_s: float,
               resize: str) -> list[np.ndarray]:  # fmt: skip
-    crop = tuple(int(v) for v in it.crop.split(",")) if it.crop else None
-    video = decode_video(it.path, size, None, crop, resize)  # type: ignore[arg-type]
+    video = decode_video(it.path, size, None, parse_crop(it.crop), resize)
     fps = it.fps or video.fps
     idx = frame_indices(int(video.frames.shape[0]), fps, t, window, interval_s)
     return [np.ascontiguousarray(video.frames[i]) for i in idx]

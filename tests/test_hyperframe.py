@@ -19,6 +19,7 @@ from edge_hf.core.hyperframe import (
     suggest_window,
     time_shuffle,
 )
+from edge_hf.core.video import UNKNOWN_FPS, file_fps, tick_frames
 
 MEAN = np.array(IMAGENET_MEAN, dtype=np.float64)
 STD = np.array(IMAGENET_STD, dtype=np.float64)
@@ -264,3 +265,25 @@ def test_time_shuffle_moves_whole_frames_and_differs_per_sample() -> None:
     assert torch.equal(r.sort(dim=1).values, torch.arange(t).float().expand(n, t))
     orders = {tuple(row.tolist()) for row in r}
     assert len(orders) > 10, "a fresh order per sample, not one fixed permutation"
+
+
+@given(
+    st.integers(1, 200),
+    st.sampled_from([7.0, 10.0, 12.5, 25.0, 29.97, 30.0]),
+    st.sampled_from([0.05, 0.1, 0.2, 0.5]),
+)
+def test_file_ticks_get_the_frame_indices_frame(n: int, fps: float, interval_s: float) -> None:
+    """Sampling a file by ticks (replay, pose caches, experiments) is the windows' rule."""
+    got = list(tick_frames(iter(range(n)), fps, interval_s))
+    assert got, "the first tick always has the first frame"
+    for k, (t, i) in enumerate(got):
+        assert t == k * interval_s
+        assert i == frame_indices(n, fps, t, 1, interval_s)[0]
+    # it stops at the last tick whose nearest frame is in the file
+    assert math.floor(len(got) * interval_s * fps + 0.5) >= n
+
+
+@pytest.mark.parametrize("reported", [0.0, float("nan"), -5.0, 1000.0])
+def test_a_file_without_a_usable_frame_rate_plays_at_30(reported: float) -> None:
+    assert file_fps(reported, "x.mp4") == UNKNOWN_FPS == 30.0
+    assert file_fps(24.0, "x.mp4") == 24.0

@@ -21,7 +21,7 @@ from edge_hf.bench.prep import time_it
 from edge_hf.core.contract import INPUT_NAME
 from edge_hf.core.hyperframe import WindowStacker, frame_indices
 from edge_hf.core.runtime import open_session, read_contract
-from edge_hf.core.video import to_model_rgb
+from edge_hf.core.video import cut, file_fps, to_model_rgb
 from edge_hf.daemon.capture import TickSampler
 
 
@@ -104,16 +104,13 @@ def capture_costs(
 
 def _frames(video: Path, crop: tuple[int, int, int, int] | None) -> tuple[list[np.ndarray], float]:
     cap = cv2.VideoCapture(str(video))
-    fps = float(cap.get(cv2.CAP_PROP_FPS) or 25.0)
+    fps = file_fps(float(cap.get(cv2.CAP_PROP_FPS) or 0.0), str(video))
     frames: list[np.ndarray] = []
     while True:
         ok, f = cap.read()
         if not ok:
             break
-        if crop is not None:
-            x, y, cw, ch = crop
-            f = f[y : y + ch, x : x + cw]
-        frames.append(f)
+        frames.append(cut(f, crop))
     cap.release()
     return frames, fps
 

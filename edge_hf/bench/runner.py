@@ -20,6 +20,7 @@ from edge_hf.bench.graph import markdown as graph_markdown
 from edge_hf.bench.graph import one_vs_three
 from edge_hf.bench.live import capacity, soak
 from edge_hf.bench.prep import copy_bandwidth_gbs, inference_rows, prep_rows
+from edge_hf.core.contract import POSE_MODEL
 from edge_hf.core.errors import UserError
 from edge_hf.core.runtime import read_contract
 from edge_hf.core.video import RESIZE
@@ -30,7 +31,6 @@ SECTIONS = ("prep", "inference", "graph", "capture", "int8", "capacity", "latenc
 SCORE_MODEL = Path("models/fall-real-efficientnet_lite0-t3.onnx")  # a model trained on real footage
 SCORE_DATA = Path("../shared/data/gmdcsa24")  # real clips for the score effect of the resize
 REAL_MODEL = SCORE_MODEL  # the pipeline people deploy: its capacity beside the demo model's
-POSE_MODEL = Path("models/person-movenet-multipose-lightning.onnx")  # ... with the person stage
 POSE_SEQ = Path("models/pose-seq.onnx")  # ... and the opt-in pose-sequence model (#41)
 
 

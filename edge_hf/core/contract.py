@@ -17,6 +17,13 @@ CHANNEL_ORDER = "time-major-rgb"  # channels 3k..3k+2 are frame k's R, G, B, old
 RESIZES = ("area", "linear2x-area")
 RESIZE = "linear2x-area"  # what new models are trained with
 
+# The person stage's pose model and how it runs unless configured (`person.model`, `person.side`,
+# `person.rate_hz`; re-exported by edge_hf.core.pose). Here, with no OpenCV to load, so the
+# config and the CLI read them as cheaply as the rest of the contract.
+POSE_MODEL = Path("models/person-movenet-multipose-lightning.onnx")
+POSE_SIDE = 256  # the long side MoveNet runs at (the size it was trained at)
+POSE_RATE_HZ = 5.0  # pose ticks a second per camera
+
 
 @dataclass(frozen=True)
 class PersonCropRule:
@@ -30,7 +37,7 @@ class PersonCropRule:
     min_fraction: float = 0.5
     lookback_s: float = 0.6
     hold_s: float = 3.0
-    rate_hz: float = 5.0  # the pose ticks the model was trained with (person.rate_hz)
+    rate_hz: float = POSE_RATE_HZ  # the pose ticks the model was trained with (person.rate_hz)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.min_fraction <= 1.0 or self.margin < 0:

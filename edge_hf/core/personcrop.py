@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edge_hf.core import video
 from edge_hf.core.contract import ModelContract
 from edge_hf.core.contract import PersonCropRule as PersonCropRule  # the contract carries it
 from edge_hf.core.pose import PoseEstimator, clip_people
@@ -120,9 +121,7 @@ def cut(
     """Each frame's `crop` (the whole frame when None) brought to `size` (H, W) by `resize`."""
     out = []
     for f in frames:
-        if crop is not None:
-            x, y, w, h = crop
-            f = f[y : y + h, x : x + w]
+        f = video.cut(f, crop)
         out.append(np.ascontiguousarray(shrink(f, (size[1], size[0]), resize)))
     return out
 

@@ -24,14 +24,15 @@ from typing import Any
 import cv2
 import numpy as np
 
+# (the pose model's path, side and rate live with the contract: the config reads them too)
+from edge_hf.core.contract import POSE_MODEL as POSE_MODEL
+from edge_hf.core.contract import POSE_RATE_HZ as POSE_RATE_HZ
+from edge_hf.core.contract import POSE_SIDE as POSE_SIDE
 from edge_hf.core.errors import UserError
-from edge_hf.core.hyperframe import nearest_index
 from edge_hf.core.runtime import CPU, Providers, open_session
-from edge_hf.core.video import Crop, VideoError
+from edge_hf.core.video import Crop, cut, sample_file
 
-POSE_MODEL = Path("models/person-movenet-multipose-lightning.onnx")
-INPUT_SIDE = 256  # the long side MoveNet runs at; the graph takes (1, H, W, 3) int32 RGB
-STRIDE = 32  # each side of the input a multiple of this
+STRIDE = 32  # each side of the input, (1, H, W, 3) int32 RGB, a multiple of this
 MAX_PEOPLE = 6
 KEYPOINTS = (
     "nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
@@ -98,7 +99,7 @@ def features(person: Person) -> PoseFeatures:
     return PoseFeatures(torso, aspect, None if hips is None else hips[1])
 
 
-def letterbox(frame_rgb: np.ndarray, side: int = INPUT_SIDE) -> tuple[np.ndarray, float]:
+def letterbox(frame_rgb: np.ndarray, side: int = POSE_SIDE) -> tuple[np.ndarray, float]:
     """`frame_rgb` scaled so its long side is `side`, padded (bottom/right, black) to multiples
     of 32, and the scale (model pixels per frame pixel)."""
     h, w = frame_rgb.shape[:2]
@@ -117,9 +118,7 @@ def letterbox(frame_rgb: np.ndarray, side: int = INPUT_SIDE) -> tuple[np.ndarray
 def shrunk(frame_bgr: np.ndarray, crop: tuple[int, int, int, int] | None, side: int) -> np.ndarray:
     """`pose_frame`'s first steps, still BGR: the `crop` (x, y, w, h), the long side at most
     `side`."""
-    if crop is not None:
-        x, y, w, h = crop
-        frame_bgr = frame_bgr[y : y + h, x : x + w]
+    frame_bgr = cut(frame_bgr, crop)
     h, w = frame_bgr.shape[:2]
     scale = min(1.0, side / max(h, w))
     if scale < 1.0:
@@ -188,12 +187,12 @@ class PoseEstimator:
         path: Path = POSE_MODEL,
         providers: Providers = (CPU,),
         threads: int = 0,
-        side: int = INPUT_SIDE,
+        side: int = POSE_SIDE,
     ) -> None:
         if not path.is_file():
             raise UserError(
                 f"person.model: {path} does not exist (run `make pose-model`, or point "
-                "person.model at models/person-movenet-multipose-lightning.onnx)"
+                f"person.model at {POSE_MODEL})"
             )
         self.path = path
         self.session: Any = open_session(path, providers, threads, key="person.model")
@@ -213,7 +212,7 @@ class PoseEstimator:
             raise UserError(
                 f"person.model: {path} takes {inp.type} {inp.shape}; the person stage needs "
                 "MoveNet MultiPose with a free height and width and int32 pixels, (1, H, W, 3) "
-                "(use models/person-movenet-multipose-lightning.onnx or `make pose-model`)"
+                f"(use {POSE_MODEL} or `make pose-model`)"
             )
         self._input, self.side = inp.name, side
 
@@ -456,30 +455,15 @@ def clip_people(
                 (t, (hw[0], hw[1]), [_person_of(r) for r in rows])
                 for t, hw, rows in json.loads(cached.read_text())
             ]
-    cap = cv2.VideoCapture(str(path))
-    if not cap.isOpened():
-        raise VideoError(f"{path}: OpenCV cannot open it")
-    fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0) or 30.0
     second = SecondLook(estimator, look) if look is not None else None
     out: list[tuple[float, tuple[int, int], list[Person]]] = []
-    k, i = 0, 0
-    try:
-        while True:
-            ok, frame = cap.read()
-            if not ok:
-                break
-            while nearest_index(k / rate_hz, fps, 1 << 40) == i:
-                rgb = pose_frame(frame, crop, estimator.side)
-                if second is None:
-                    people = estimator.people(rgb)
-                else:
-                    view = view_frame(frame, crop, estimator.side)
-                    people = second.people(k / rate_hz, rgb, view)
-                out.append((k / rate_hz, (rgb.shape[0], rgb.shape[1]), people))
-                k += 1
-            i += 1
-    finally:
-        cap.release()
+    for t, frame in sample_file(path, 1 / rate_hz):
+        rgb = pose_frame(frame, crop, estimator.side)
+        if second is None:
+            people = estimator.people(rgb)
+        else:
+            people = second.people(t, rgb, view_frame(frame, crop, estimator.side))
+        out.append((t, (rgb.shape[0], rgb.shape[1]), people))
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
         rows = [[t, list(hw), [_person_json(p) for p in people]] for t, hw, people in out]

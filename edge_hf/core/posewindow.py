@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Person
+from edge_hf.core.pose import MIN_KEYPOINT_SCORE, POSE_RATE_HZ, Person
 
 N_KEYPOINTS = 17
 FEATURES_PER_TICK = N_KEYPOINTS * 3 + 5  # keypoints x, y, seen; box; found
@@ -36,7 +36,7 @@ NORMALISATION = "box-bottom-centre/max-side/seen-mask"  # the contract's name fo
 class WindowSpec:
     """How many pose ticks at which rate make one window."""
 
-    rate_hz: float = 5.0
+    rate_hz: float = POSE_RATE_HZ
     ticks: int = 20  # 4 s at 5 Hz: a fall's descent (0.4-1.2 s) with the seconds before and after
 
     @property

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import cv2
 import numpy as np
 
 from edge_hf.core.contract import RESIZE, RESIZES
+from edge_hf.core.hyperframe import nearest_index
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,63 @@ def check_crop(crop: Crop) -> Crop:
     if x < 0 or y < 0 or w < 1 or h < 1:
         raise ValueError("[x, y, w, h] with x, y >= 0 and w, h >= 1 (pixels)")
     return crop
+
+
+def cut(frame: np.ndarray, crop: Crop | None) -> np.ndarray:
+    """The `crop` region (x, y, w, h) of `frame`, a view; the whole frame when None."""
+    if crop is None:
+        return frame
+    x, y, w, h = crop
+    return frame[y : y + h, x : x + w]
+
+
+UNKNOWN_FPS = 30.0  # what a file whose header gives no usable frame rate is taken to play at
+
+
+def file_fps(reported: float, description: str) -> float:
+    """The frame rate a file plays at: the `reported` one (its header's), or UNKNOWN_FPS, with a
+    warning, when that is missing, zero or implausible (1000 fps or more)."""
+    if 0 < reported < 1000:
+        return reported
+    log.warning("%s: unknown frame rate, assuming %g fps", description, UNKNOWN_FPS)
+    return UNKNOWN_FPS
+
+
+def tick_frames(
+    frames: Iterable[np.ndarray], fps: float, interval_s: float
+) -> Iterator[tuple[float, np.ndarray]]:
+    """(tick k * interval_s, frame) for k = 0, 1, ...: the frame `nearest_index` gives (the rule
+    `frame_indices` uses; frame i shown at i / fps), while the `frames` last. Lazy: reads no
+    frame before it is needed."""
+    k = 0
+    for i, frame in enumerate(frames):
+        while nearest_index(k * interval_s, fps, sys.maxsize) == i:
+            yield k * interval_s, frame
+            k += 1
+
+
+def sample_file(
+    path: Path, interval_s: float, fps: float | None = None
+) -> Iterator[tuple[float, np.ndarray]]:
+    """(tick, BGR frame) of the video file `path` by `tick_frames`, at `fps` (None: its header's
+    by `file_fps`). VideoError when OpenCV cannot open it."""
+    cap = cv2.VideoCapture(str(path))
+    try:
+        if not cap.isOpened():
+            raise VideoError(f"{path}: OpenCV cannot open it")
+        if fps is None:
+            fps = file_fps(float(cap.get(cv2.CAP_PROP_FPS) or 0.0), str(path))
+
+        def frames() -> Iterator[np.ndarray]:
+            while True:
+                ok, frame = cap.read()
+                if not ok:
+                    return
+                yield frame
+
+        yield from tick_frames(frames(), fps, interval_s)
+    finally:
+        cap.release()
 
 
 def to_model_rgb(
@@ -53,7 +113,7 @@ def to_model_rgb(
                 f"crop [{x}, {y}, {cw}, {ch}] reaches past the {fw}x{fh} frame; "
                 "give x + w <= width and y + h <= height"
             )
-        frame_bgr = frame_bgr[y : y + ch, x : x + cw]
+        frame_bgr = cut(frame_bgr, crop)
     return cv2.cvtColor(shrink(frame_bgr, (w, h), resize or RESIZE), cv2.COLOR_BGR2RGB)
 
 
@@ -61,7 +121,8 @@ def to_model_rgb(
 # it were trained with "area") and the daemon resizes by that rule: the same pixels both sides.
 # (RESIZE, the rule new models train with, lives with the contract.)
 __all__ = [
-    "RESIZE", "RESIZES", "VideoError", "check_crop", "decode_video", "shrink", "to_model_rgb",
+    "RESIZE", "RESIZES", "UNKNOWN_FPS", "VideoError", "check_crop", "cut", "decode_video",
+    "file_fps", "sample_file", "shrink", "tick_frames", "to_model_rgb",
 ]  # fmt: skip
 
 

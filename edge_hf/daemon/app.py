@@ -414,6 +414,10 @@ def video_source(path: Path) -> str:
     return str(path)
 
 
+# A replay's own state unless `--state-dir` says (not world-writable /tmp; never the config's).
+REPLAY_STATE_DIR = Path.home() / ".cache" / "edge-hf" / "replay"
+
+
 @dataclass(frozen=True)
 class ReplayRequest:
     """What `edge-hf replay` was asked: a config, or a model and a video, and where events go."""
@@ -421,7 +425,7 @@ class ReplayRequest:
     config: Path | None = None
     video: Path | None = None
     model: Path | None = None
-    state_dir: Path = Path.home() / ".cache" / "edge-hf" / "replay"
+    state_dir: Path = REPLAY_STATE_DIR
     origin_unix: float = 0.0
     timeline_png: Path | None = None
     hold_end_s: float = 0.0

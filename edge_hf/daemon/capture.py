@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,8 +22,7 @@ from typing import NamedTuple
 import cv2
 import numpy as np
 
-from edge_hf.core.hyperframe import nearest_index
-from edge_hf.core.video import VideoError, to_model_rgb
+from edge_hf.core.video import VideoError, tick_frames, to_model_rgb
 from edge_hf.daemon.person import PoseSlot
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sources import FrameSource, OpenCVSource, SourceError
@@ -35,22 +33,15 @@ log = logging.getLogger(__name__)
 def sample_by_media_time(
     src: OpenCVSource, interval_s: float
 ) -> Iterator[tuple[float, np.ndarray]]:
-    """(tick time, BGR frame) for ticks k * interval of a file: the frame `nearest_index`
-    gives (the rule `frame_indices` uses); stops at the end of the file.
+    """(tick time, BGR frame) for ticks k * interval of a file by `tick_frames` (the rule
+    `frame_indices` uses); stops at the end of the file.
     """
-    fps = src.fps
-    frame: np.ndarray | None = None
-    index, k = -1, 0
-    while True:
-        wanted = nearest_index(k * interval_s, fps, sys.maxsize)  # the one sampling rule
-        while index < wanted:
-            got = src.read()
-            if got is None:
-                return
-            frame, index = got[0], index + 1
-        assert frame is not None  # index >= 0 here, so a frame was read
-        yield k * interval_s, frame
-        k += 1
+
+    def frames() -> Iterator[np.ndarray]:
+        while (got := src.read()) is not None:
+            yield got[0]
+
+    return tick_frames(frames(), src.fps, interval_s)
 
 
 class Sample(NamedTuple):

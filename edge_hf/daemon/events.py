@@ -49,7 +49,7 @@ import numpy as np
 from edge_hf.core.errors import shown
 from edge_hf.core.posefall import PoseVerdict, Seen
 from edge_hf.core.zones import Zones
-from edge_hf.daemon.config import DetectionConfig
+from edge_hf.daemon.config import DecisionRule, DetectionConfig
 from edge_hf.daemon.decisions import ALARM, Decision, DecisionRecord, Gates, PoseNotes
 from edge_hf.daemon.lograte import LogRate
 from edge_hf.daemon.skeleton import Skeleton
@@ -271,7 +271,8 @@ CONFIRM_LEVEL = 0.5  # mean P(falling or down) over confirm_s: more likely on th
 UP_BEFORE_GAP_S = 0.5  # up_before_s ends this long before the descent (a stumble just before)
 UP_BEFORE_MIN_S = 1.0  # less history than this (the camera just started) counts as up
 POSE_DOWN_S = 3.0  # decisions `both`, `combined`: the pose rules saw someone down this recently
-POSE_RAISES = ("either", "pose", "combined")  # decisions in which a pose fall starts an event
+# decisions in which a pose fall starts an event
+POSE_RAISES: tuple[DecisionRule, ...] = ("either", "pose", "combined")
 OTHERS_S = 1.0  # others present: the most upright people at a pose tick this long before a start
 
 
@@ -306,7 +307,7 @@ class FallDetector:
         cfg: DetectionConfig,
         threshold: float,
         model: ModelInfo,
-        decision: str = "cnn",
+        decision: DecisionRule = "cnn",
         wall: Callable[[float], float] | None = None,
         zones: Zones | None = None,
         when_others: str | None = None,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from edge_hf.core.posefall import STAGES, PoseVerdict, Seen
 from edge_hf.core.zones import Zones
+from edge_hf.daemon.config import DecisionRule
 from edge_hf.daemon.decisions import ALARM, REASONS, Decision, Gates
 from edge_hf.daemon.events import CONFIRM_LEVEL, FallDetector
 from edge_hf.daemon.pipeline import Pipeline
@@ -39,7 +40,7 @@ class Recording:
     threshold: float
     origin: float  # detector time of the file's 0 s
     about: str  # the camera's decision settings, one line
-    mode: str  # person.decision ("cnn" without the person stage)
+    mode: DecisionRule  # person.decision ("cnn" without the person stage)
     zones: Zones
     pose_on: bool
     windows: list[Gates] = field(default_factory=list)

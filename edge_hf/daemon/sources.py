@@ -28,6 +28,8 @@ from urllib.parse import urlsplit
 import cv2
 import numpy as np
 
+from edge_hf.core.video import file_fps
+
 log = logging.getLogger(__name__)
 
 
@@ -110,9 +112,8 @@ class OpenCVSource:
         self._cap = cap
         self._fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
         self.frame_count = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0)  # a file's header says
-        if not self.live and not (0 < self._fps < 1000):
-            self._fps = 30.0
-            log.warning("%s: unknown frame rate, assuming 30 fps", self.description)
+        if not self.live:
+            self._fps = file_fps(self._fps, self.description)
         self._index = 0
         self._offset_s = 0.0
         self._t0 = time.monotonic()

@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 
 from edge_hf.core.errors import UserError
+from edge_hf.core.video import cut
 from edge_hf.core.zones import draw
 from edge_hf.daemon.config import CameraConfig, Config
 from edge_hf.daemon.sources import SourceError, make_source, redact
@@ -57,8 +58,7 @@ def grab_frame(cam: CameraConfig, video: Path | None = None, at_s: float = 0.0) 
             raise UserError(
                 f"cameras.{cam.name}.crop [{x}, {y}, {w}, {h}] reaches past the {fw}x{fh} frame"
             )
-        frame = frame[y : y + h, x : x + w]
-    return np.ascontiguousarray(frame)
+    return np.ascontiguousarray(cut(frame, cam.crop))
 
 
 def zones_picture(

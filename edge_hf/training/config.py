@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edge_hf.core.contract import RESIZE, RESIZES, ModelContract, PersonCropRule
+from edge_hf.core.contract import POSE_MODEL, RESIZE, RESIZES, ModelContract, PersonCropRule
 from edge_hf.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class TrainConfig:
     teacher: str | None = None
     distill_weight: float = 0.5
     distill_temperature: float = 2.0
-    pose_model: str = "models/person-movenet-multipose-lightning.onnx"
+    pose_model: str = str(POSE_MODEL)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from edge_hf.core.pose import INPUT_SIDE, MIN_PERSON_SCORE, Person
+from edge_hf.core.pose import MIN_PERSON_SCORE, POSE_SIDE, Person
 from edge_hf.training.posestats import stats, stats_many
 from edge_hf.training.skeleton import Motion
 
@@ -170,7 +170,7 @@ class MoveNetErrors:
     `quality_sd` over `quality_tau_s`) less what size, lying, blur, occlusion and the frame's edge
     take, plus `score_sd` per keypoint; the person's score follows their mean."""
 
-    side: int = INPUT_SIDE
+    side: int = POSE_SIDE
     min_size_px: float = 22.0  # a person's long side below this: never found
     ref_size_px: float = 80.0  # the long side at which a visible keypoint scores `score_mean`
     full_size_px: float = 200.0  # larger than this gains no more

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edge_hf.core.contract import POSE_RATE_HZ
 from edge_hf.training.body import HEAD, PARAMS, Body, P, ground_z, points, pose, random_body
 from edge_hf.training.motion_daily import CHILD_KINDS, DAILY_KINDS, DAILY_STYLES
 from edge_hf.training.motion_falls import FALL_KINDS, FALL_STYLES
@@ -70,7 +71,7 @@ def style_of(kind: str) -> str:
 def motion(
     kind: str,
     rng: np.random.Generator,
-    rate_hz: float = 5.0,
+    rate_hz: float = POSE_RATE_HZ,
     duration_s: float = 8.0,
     body: Body | None = None,
 ) -> Motion:
@@ -104,7 +105,7 @@ def motion(
 
 def random_motion(
     rng: np.random.Generator,
-    rate_hz: float = 5.0,
+    rate_hz: float = POSE_RATE_HZ,
     duration_s: float = 8.0,
     kinds: tuple[str, ...] | list[str] | None = None,
     styles: tuple[str, ...] | list[str] | None = None,

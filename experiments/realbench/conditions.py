@@ -35,6 +35,7 @@ import numpy as np
 
 from edge_hf.core.hyperframe import nearest_index
 from edge_hf.core.pose import POSE_MODEL, LookSettings, Person, PoseEstimator
+from edge_hf.core.video import file_fps
 from edge_hf.training.data import parse_crop
 
 from .items import ASSIST, FOLDS, GMDCSA, Item, split_fold, views
@@ -195,7 +196,7 @@ def _donor(which: str) -> tuple[list[np.ndarray], list[np.ndarray], float]:
     path, crop, _ = WALKER if which == "walker" else FALLER
     src = path.resolve()
     cap = cv2.VideoCapture(str(src))
-    fps = cap.get(cv2.CAP_PROP_FPS) or 30.0
+    fps = file_fps(float(cap.get(cv2.CAP_PROP_FPS) or 0.0), str(src))
     cap.release()
     frames = [f for f, _ in _frames(src, parse_crop(crop))]
     pose = PoseEstimator(POSE_MODEL)
@@ -366,7 +367,7 @@ def contact_sheet(items: list[Item], out: Path, png: Path) -> Path:
     for name in names:
         src = it if name == "as recorded" else render(it, name, out)
         cap = cv2.VideoCapture(str(src.path))
-        fps = cap.get(cv2.CAP_PROP_FPS) or 30.0
+        fps = file_fps(float(cap.get(cv2.CAP_PROP_FPS) or 0.0), str(src.path))
         n = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
         cap.set(cv2.CAP_PROP_POS_FRAMES, nearest_index(t, fps, n))
         ok, frame = cap.read()

@@ -105,9 +105,10 @@ def assist_crop(path: Path, crop: str) -> str:
     h, w = frame.shape[:2]
     bottom = frame[h // 2 : h - h // 8]
     left, right = bottom[:, : w // 3].mean(), bottom[:, w - w // 3 :].mean()
-    if right <= left:
+    parsed = parse_crop(crop)
+    if right <= left or parsed is None:
         return crop
-    x, y, cw, ch = (int(v) for v in crop.split(","))
+    x, y, cw, ch = parsed
     log.info("%s: its views are the other way round; crop %s read as %d,%d,%d,%d",
              path.name, crop, w - x - cw, y, cw, ch)  # fmt: skip
     return f"{w - x - cw},{y},{cw},{ch}"

@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from edge_hf.core.pose import (
-    INPUT_SIDE,
     POSE_MODEL,
+    POSE_RATE_HZ,
+    POSE_SIDE,
     LookSettings,
     Person,
     PoseEstimator,
@@ -30,7 +31,6 @@ from edge_hf.training.data import parse_crop
 
 from .items import GMDCSA_DESCENT_S, REVERSE, VTEST, VTEST_CALIBRATION_S, Item, views
 
-RATE_HZ = 5.0  # the person stage's default rate
 DESCENT_LEAD_S = 0.3
 
 Poses = list[tuple[float, tuple[int, int], list[Person]]]
@@ -42,9 +42,9 @@ def view_keys(items: list[Item]) -> list[tuple[tuple[str, int], Item]]:
 
 
 def poses_of(path: Path, crop: str, cache_dir: Path, look: LookSettings | None = None) -> Poses:
-    """MoveNet's people at RATE_HZ over one clip view (through a second look with `look`),
+    """MoveNet's people at POSE_RATE_HZ over one clip view (through a second look with `look`),
     cached in `cache_dir`."""
-    return clip_people(path, parse_crop(crop), _estimator(), RATE_HZ, cache_dir, look)
+    return clip_people(path, parse_crop(crop), _estimator(), POSE_RATE_HZ, cache_dir, look)
 
 
 @cache
@@ -127,7 +127,9 @@ def fold_head(
         head = fit(x, y, seed)
         head.threshold, head.mode = threshold, mode
         # What its rows came from (poses_of, feature_rows): the daemon holds its config to it.
-        head.contract = HeadContract.of(POSE_MODEL, RATE_HZ, INPUT_SIDE, PoseRuleSettings(), look)
+        head.contract = HeadContract.of(
+            POSE_MODEL, POSE_RATE_HZ, POSE_SIDE, PoseRuleSettings(), look
+        )
         head.trained_on = (
             "GMDCSA24 (all 4 subjects), ASSIST-IoT (both views), vtest.avi 0-40 s; "
             f"{len(y)} tracked-person rows, {int(y.sum())} fallen; seed {seed}"

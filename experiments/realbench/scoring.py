@@ -20,6 +20,7 @@ from edge_hf.daemon.config import Config, DetectionConfig
 from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.sinks import RecordingSink
+from edge_hf.training.data import parse_crop
 
 from .items import (
     EARLY_S,
@@ -54,10 +55,7 @@ def replay_scores(
     times (s from the clip start) of its events, and (not saved) its detector, which kept what it
     was fed (`trace`). `pose_memo`: the pose model's answers by frame, kept across replays of the
     same files (the pose model is the same in every fold; only the CNN and the head differ)."""
-    cams = [
-        {"name": n, "source": str(p), "crop": [int(v) for v in c.split(",")] if c else None}
-        for n, p, c in cameras
-    ]  # fmt: skip
+    cams = [{"name": n, "source": str(p), "crop": parse_crop(c)} for n, p, c in cameras]
     cfg = Config.model_validate(
         {
             "device_id": "bench",

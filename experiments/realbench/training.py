@@ -10,11 +10,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from edge_hf.core.pose import POSE_MODEL
 from edge_hf.training.export import export_onnx
 from edge_hf.training.train import TrainConfig, train
 
 from .items import FOLDS, REVERSE, Item, split_fold, vtest_negatives, write_manifest, zoomed_items
-from .variants import POSE_MODEL, VARIANTS, Variant
+from .variants import VARIANTS, Variant
 
 log = logging.getLogger("real_benchmark")
 

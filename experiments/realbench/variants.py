@@ -7,7 +7,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from edge_hf.core.pose import POSE_MODEL
+from edge_hf.daemon.config import DecisionRule
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class Variant:
     zoom: bool = False
     # The person stage in replay (`person.decision`: either / both / pose; "" off): MoveNet
     # MultiPose at 5 Hz and the pose rules beside the row's fold models.
-    person: str = ""
+    person: DecisionRule | Literal[""] = ""
     volumes: int = 1  # a hyper-volume: V consecutive hyperframes, one shared backbone, 1-D fusion
     # "person": person-centred windows (edge_hf.core.personcrop) in training and replay; the
     # replay then runs the person stage (`person` "cnn" when only its boxes are wanted).
@@ -178,7 +181,6 @@ ZOOM_RECIPE = replace(THREE_STATE, input_size=160, zoom=True)
 
 # The person stage (#30): the 160 px row's fold models with the pose rules beside them, and the
 # pose rules alone (the fold models still run, their scores never raise an event).
-POSE_MODEL = Path("models/person-movenet-multipose-lightning.onnx")
 
 PLAIN_160 = "lite0 T=3 ImageNet falling+down 160px, confirm 2 s"
 

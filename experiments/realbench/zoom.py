@@ -28,8 +28,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from edge_hf.core.hyperframe import nearest_index
-from edge_hf.core.video import Crop, VideoError
+from edge_hf.core.video import Crop, VideoError, cut, file_fps, tick_frames
 
 
 @dataclass(frozen=True)
@@ -136,10 +135,7 @@ def _frames(src: Path, crop: Crop | None) -> Iterator[tuple[np.ndarray, bool]]:
             raise VideoError(f"{src}: no frame could be decoded; is it a video file?")
         while ok:
             ok, following = cap.read()
-            if crop is not None:
-                x, y, w, h = crop
-                frame = frame[y : y + h, x : x + w]
-            yield frame, not ok
+            yield cut(frame, crop), not ok
             frame = following
     finally:
         cap.release()
@@ -157,13 +153,15 @@ def zoom_video(
     """
     if fps is None:
         cap = cv2.VideoCapture(str(src))
-        fps = cap.get(cv2.CAP_PROP_FPS) or 30.0
+        fps = file_fps(float(cap.get(cv2.CAP_PROP_FPS) or 0.0), str(src))
         cap.release()
     zoom: MotionZoom | None = None
     out: cv2.VideoWriter | None = None
     tmp = dst.with_suffix(".part.avi")
     crops: list[Crop] = []
-    tick = 0
+    # The frame indices the daemon samples (tick_frames over the indices themselves, lazily).
+    picks = (i for _, i in tick_frames(itertools.count(), fps, interval_s))
+    pick = next(picks)
     for i, (frame, last) in enumerate(_frames(src, crop)):
         if zoom is None or out is None:
             fh, fw = frame.shape[:2]
@@ -173,11 +171,9 @@ def zoom_video(
             out = cv2.VideoWriter(str(tmp), cv2.VideoWriter.fourcc(*"MJPG"), fps, size)
             out.set(cv2.VIDEOWRITER_PROP_QUALITY, 95)
         # Frame i is sampled if it is the one nearest some tick (ticks past the end: the last).
-        # nearest_index is the sampling rule; clamped at i + 1 it says "later" without knowing
-        # how long the clip is.
-        while nearest_index(tick * interval_s, fps, i + 2) < i:
-            tick += 1
-        sampled = last or nearest_index(tick * interval_s, fps, i + 2) == i
+        sampled = last or pick == i
+        while pick <= i:
+            pick = next(picks)
         x, y, w, h = zoom.update(frame) if sampled else zoom.crop
         crops.append((x, y, w, h))
         out.write(cv2.resize(frame[y : y + h, x : x + w], size, interpolation=cv2.INTER_AREA))

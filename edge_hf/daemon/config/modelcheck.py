@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edge_hf.core.contract import CHANNEL_ORDER
+from edge_hf.core.contract import CHANNEL_ORDER, POSE_MODEL
 from edge_hf.core.errors import UserError
 from edge_hf.daemon.config.schema import Config
 
@@ -47,7 +47,7 @@ def check_against_model(cfg: Config, contract: Any, source: str = "config") -> N
             raise UserError(
                 f"{source}: {cfg.model.path} was trained on person-centred windows "
                 "(edge_hf.crop: person) and needs the person stage: set person.model "
-                "(models/person-movenet-multipose-lightning.onnx), or use a full-frame model"
+                f"({POSE_MODEL}), or use a full-frame model"
             )
         rate = rule.rate_hz
         if abs(cfg.person.rate_hz - rate) > 1e-6:

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from edge_hf.core.contract import POSE_MODEL
 from edge_hf.core.errors import UserError, shown
 from edge_hf.core.files import read_small_file
 from edge_hf.daemon.config.schema import Config
@@ -175,7 +176,7 @@ def check_zones(cfg: Config, source: str = "config", lines: dict[Any, int] | Non
             raise UserError(
                 f"{source}{f':{line}' if line else ''}: cameras[{i}].zones ({names}): zones need "
                 "the person stage (where each person lies), and it is off: set person.model "
-                "(models/person-movenet-multipose-lightning.onnx), or remove the zones"
+                f"({POSE_MODEL}), or remove the zones"
             )
 
 

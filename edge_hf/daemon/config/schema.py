@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from edge_hf.core.contract import POSE_RATE_HZ, POSE_SIDE
 from edge_hf.daemon.config.base import NAME, _Section
 from edge_hf.daemon.config.broker import MqttConfig
 
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from edge_hf.core.zones import Zones
 
 Provider = Literal["tensorrt", "cuda", "cpu"]
+# What raises an event (`person.decision`; "cnn", the classifier alone, without the person stage).
+DecisionRule = Literal["combined", "pose", "either", "both", "cnn"]
 
 
 class ModelConfig(_Section):
@@ -207,9 +210,9 @@ class PersonConfig(_Section):
     head: Path | None = None
     sequence: Path | None = None
     sequence_mode: Literal["join", "decide"] = "join"
-    rate_hz: float = Field(5.0, ge=0.5, le=30)  # below 0.5 Hz a fall is over between frames
-    side: int = Field(256, ge=128, le=1024, multiple_of=32)
-    decision: Literal["combined", "pose", "either", "both", "cnn"] = "combined"
+    rate_hz: float = Field(POSE_RATE_HZ, ge=0.5, le=30)  # < 0.5 Hz: a fall over between frames
+    side: int = Field(POSE_SIDE, ge=128, le=1024, multiple_of=32)
+    decision: DecisionRule = "combined"
     confirm_s: float = Field(1.0, ge=0, le=60)  # pose rules: down this long after the descent
     max_descent_s: float = Field(2.0, gt=0, le=10)  # pose rules: upright -> down within this
     second_look: bool = False
