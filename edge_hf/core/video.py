@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import cv2
 import numpy as np
@@ -55,9 +56,12 @@ def file_fps(reported: float, description: str) -> float:
     return UNKNOWN_FPS
 
 
+FrameT = TypeVar("FrameT")  # a decoded frame, or anything standing for one (its index)
+
+
 def tick_frames(
-    frames: Iterable[np.ndarray], fps: float, interval_s: float
-) -> Iterator[tuple[float, np.ndarray]]:
+    frames: Iterable[FrameT], fps: float, interval_s: float
+) -> Iterator[tuple[float, FrameT]]:
     """(tick k * interval_s, frame) for k = 0, 1, ...: the frame `nearest_index` gives (the rule
     `frame_indices` uses; frame i shown at i / fps), while the `frames` last. Lazy: reads no
     frame before it is needed."""
