@@ -64,6 +64,12 @@ def main() -> None:
         "rows; fold heads fitted on its poses)",
     )  # fmt: skip
     p.add_argument(
+        "--sequence", default="",
+        help="--conditions: with this pose-sequence model in the person stage (person.sequence, "
+        "mode join; '{seed}' in the path is the seed: e.g. the generated-only models of "
+        "experiments/pose_seq.py, which saw no real clip); its own rows",
+    )  # fmt: skip
+    p.add_argument(
         "--recipe", default="",
         help="--conditions: replay this row's recipe instead of the shipped one (e.g. "
         "variants.CONDITION_AUG_RECIPE); its own rows",

@@ -442,6 +442,7 @@ def run_condition(
     clips: list[dict[str, Any]] = []
     negative_events: dict[str, int] = {}
     hours = 0.0
+    seq = getattr(a, "sequence", "")  # person.sequence, '{seed}' filled in
     for fold in FOLDS:
         rundir = ensure_fold_model(recipe, v, seed, fold, items, a)  # (trained once)
         look = LookSettings() if a.second_look else None
@@ -457,7 +458,8 @@ def run_condition(
         replayed = replay_scores(
             rundir / "model.onnx", cams, rundir / "state", v.threshold, v.detection(),
             {**(v.person_config(head) or {}), **({"side": a.person_side} if a.person_side else {}),
-             **({"second_look": True} if a.second_look else {})},
+             **({"second_look": True} if a.second_look else {}),
+             **({"sequence": Path(seq.format(seed=seed))} if seq else {})},
             _POSE_MEMO,
         )  # fmt: skip
         if test:
@@ -547,6 +549,7 @@ def main(a: argparse.Namespace, items: list[Item]) -> None:
             side = f", person.side {a.person_side}" if a.person_side else ""
             side += ", second look" if a.second_look else ""
             side += ", night and hidden augmentation" if a.recipe == CONDITION_AUG_RECIPE else ""
+            side += ", pose-sequence model" if getattr(a, "sequence", "") else ""
             key = f"{name}{side} | seed {seed}"
             if key in runs:
                 continue
