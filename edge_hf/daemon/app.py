@@ -293,8 +293,10 @@ def build_pipeline(
     person = None
     if cfg.person.model is not None:
         person = PersonStage(cfg.person, classifier.providers, crop_rule=rule_of(contract))
-        log.info("person stage: %s at %g Hz, decision %s", cfg.person.model,
-                 cfg.person.rate_hz, cfg.person.decision)  # fmt: skip
+        seq = cfg.person.sequence
+        also = f", pose-sequence model {seq} ({cfg.person.sequence_mode})" if seq else ""
+        log.info("person stage: %s at %g Hz, decision %s%s", cfg.person.model,
+                 cfg.person.rate_hz, cfg.person.decision, also)  # fmt: skip
     cameras = [
         _camera(cfg, c, contract, info, wake, score_history, person, stop if live else None)
         for c in cfg.enabled_cameras()
