@@ -188,9 +188,9 @@ pose-head: $(STAMP)
 # and styles, and on the real leave-one-out folds (cached poses), against the rules and the head.
 # Writes benchmarks/results/pose_seq/pose_seq.{json,md} and models/pose-seq.onnx. ~25 min, 2 cores.
 pose-seq: $(STAMP)
-	$(PY) experiments/pose_seq.py --stage heldout
-	$(PY) experiments/pose_seq.py --stage real
-	$(PY) experiments/pose_seq.py --final models/pose-seq.onnx
+	PYTHONPATH=. $(PY) experiments/pose_seq.py --stage heldout
+	PYTHONPATH=. $(PY) experiments/pose_seq.py --stage real
+	PYTHONPATH=. $(PY) experiments/pose_seq.py --final models/pose-seq.onnx
 
 # The pose stage on real footage: share of frames with the person found (standing, falling,
 # lying; per dataset and view), its cost per frame, and the pose + rules peer row. ~5 min.
