@@ -240,13 +240,6 @@ def test_a_damaged_escalation_in_the_journal_still_ends_its_fall(tmp_path: Path)
 # ------------------------------------------------------------------ MQTT, Home Assistant
 
 
-@pytest.fixture
-def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
 def test_an_escalation_waits_out_a_broker_outage_and_the_fall_stays_on(
     broker: Broker, tmp_path: Path
 ) -> None:

@@ -66,13 +66,6 @@ def test_a_corrupt_outbox_is_moved_aside_and_a_new_one_started(
         sqlite3.connect(str(aside[0])).execute("SELECT * FROM outbox")
 
 
-@pytest.fixture
-def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
 def test_broker_down_and_disk_full_every_alert_still_arrives_once(
     broker: Broker, tmp_path: Path
 ) -> None:

@@ -161,13 +161,6 @@ def test_damaged_outbox_rows_are_dropped_not_sent(
     assert sum("dropping damaged row" in r.message for r in caplog.records) == 4
 
 
-@pytest.fixture
-def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
 def test_damaged_state_files_do_not_keep_the_daemon_offline(broker: Broker, tmp_path: Path) -> None:
     # 4 and 6: an outbox row with qos 7 and an announced.json naming "a/#": availability online,
     # the good alert delivered.

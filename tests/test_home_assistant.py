@@ -39,13 +39,6 @@ from tests.test_mqtt import SCHEMA, Subscriber
 needs_shipped = pytest.mark.skipif(not SHIPPED_MODEL.exists(), reason="shipped model not built")
 
 
-@pytest.fixture
-def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {p.stem: p for p in write_demo_clips(tmp_path_factory.mktemp("demo"))}

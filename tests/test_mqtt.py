@@ -82,13 +82,6 @@ class Subscriber:
         self.client.loop_stop()
 
 
-@pytest.fixture
-def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
 def _event(i: int, kind: str = "start") -> FallEvent:
     t0 = 1767225600.0  # 2026-01-01T00:00:00Z
     return FallEvent(
