@@ -168,6 +168,13 @@ def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
     return condition()
 
 
+def wait_or_fail(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll `condition` until it holds; fail the test, naming `what` it waited for, if it has not
+    within `timeout_s`. What a test waits on instead of sleeping long enough."""
+    if not wait_until(condition, timeout_s):
+        pytest.fail(f"waited {timeout_s:g} s for {what}; it never happened", pytrace=False)
+
+
 def clip_frames(clip: Path, size: tuple[int, int] = (640, 480)) -> tuple[list[np.ndarray], float]:
     """Every frame of a real clip resized to `size` (w, h), and its frame rate: for composites
     and re-encoded copies in tests."""
