@@ -368,9 +368,9 @@ def test_a_camera_removed_from_the_config_disappears(broker: Broker, tmp_path: P
     before = MqttSink(cfg, "box", ["hall", "door"], tmp_path)
     before.start()
     assert before.connected.wait(10)
-    time.sleep(1.0)
-    before.close()
     door = "homeassistant/binary_sensor/box/door_fall/config"
+    wait_or_fail(lambda: _retained(broker.port, door) is not None, 20, "the door's discovery")
+    before.close()
     assert _retained(broker.port, door) is not None
     after = MqttSink(cfg, "box", ["hall"], tmp_path)
     after.start()
