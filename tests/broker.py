@@ -7,7 +7,21 @@ from pathlib import Path
 
 from edge_hf.bench.broker import Broker, free_port
 
-__all__ = ["Broker", "free_port", "make_tls"]
+__all__ = ["Broker", "free_port", "make_tls", "publish_sentinel"]
+
+
+def publish_sentinel(port: int, topic: str) -> None:
+    """Publish one QoS 1 marker on `topic` to the broker on `port`, acknowledged: a test that
+    checks that nothing arrives waits for this to arrive instead of sleeping long enough."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    pub = mqtt.Client(CallbackAPIVersion.VERSION2)
+    pub.connect("127.0.0.1", port)
+    pub.loop_start()
+    pub.publish(topic, b"sentinel", qos=1).wait_for_publish(10)
+    pub.loop_stop()
+    pub.disconnect()
 
 
 def make_tls(workdir: Path) -> tuple[Path, Path, Path]:
@@ -53,18 +67,31 @@ def alerts_printed(port: int, messages: list[tuple[str, str]], device: str = "bo
 
     from edge_hf.daemon.alerts import watch_alerts
     from edge_hf.daemon.config import MqttConfig
+    from tests.conftest import wait_or_fail  # (here: conftest imports this module)
 
     out, stop = io.StringIO(), threading.Event()
     th = threading.Thread(target=watch_alerts, args=(MqttConfig(port=port), device, out, stop))
     th.start()
-    time.sleep(1.0)  # (the watcher subscribes; it keeps no session, so earlier messages are lost)
     pub = mqtt.Client(CallbackAPIVersion.VERSION2)
     pub.connect("127.0.0.1", port)
     pub.loop_start()
+    # Markers on the availability topic, which the watcher prints as "<topic> <payload>": it keeps
+    # no session, so a message sent before it has subscribed is lost. A probe it has printed says
+    # it is subscribed; a sentinel sent after `messages` (same client, QoS 1: in order) says every
+    # one of them has been handled once it is printed. Both are cut from what is returned.
+    marker = f"edge_hf/{device}/availability"
+    probe, sentinel = "edge-hf-test-probe", "edge-hf-test-sentinel"
+    deadline = time.monotonic() + 20
+    while probe not in out.getvalue():
+        assert time.monotonic() < deadline, "waited 20 s for the alerts watcher to subscribe"
+        pub.publish(marker, probe, qos=1).wait_for_publish(5)
+        time.sleep(0.2)
     for topic, payload in messages:
         pub.publish(topic, payload, qos=1).wait_for_publish(5)
-    time.sleep(1.0)
+    pub.publish(marker, sentinel, qos=1).wait_for_publish(5)
+    wait_or_fail(lambda: sentinel in out.getvalue(), 20, "the alerts watcher to print them")
     pub.loop_stop()
     stop.set()
     th.join(5)
-    return out.getvalue()
+    lines = out.getvalue().splitlines(keepends=True)
+    return "".join(x for x in lines if probe not in x and sentinel not in x)

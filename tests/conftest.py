@@ -1,4 +1,5 @@
-"""Shared fixtures: small synthetic video sets written once per test session."""
+"""Shared fixtures: small synthetic video sets written once per test session, and the one
+Mosquitto broker fixture every MQTT test uses."""
 
 from __future__ import annotations
 
@@ -16,8 +17,18 @@ import pytest
 import torch
 
 from edge_hf.training.synth import generate, write_video
+from tests.broker import Broker
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    """A Mosquitto broker on a free loopback port for one test; stopped after it (a test may
+    stop and restart it: the port and settings stay)."""
+    b = Broker(tmp_path / "broker").start()
+    yield b
+    b.stop()
 
 
 @pytest.fixture(scope="session")
@@ -155,6 +166,13 @@ def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
             return True
         time.sleep(0.1)
     return condition()
+
+
+def wait_or_fail(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll `condition` until it holds; fail the test, naming `what` it waited for, if it has not
+    within `timeout_s`. What a test waits on instead of sleeping long enough."""
+    if not wait_until(condition, timeout_s):
+        pytest.fail(f"waited {timeout_s:g} s for {what}; it never happened", pytrace=False)
 
 
 def clip_frames(clip: Path, size: tuple[int, int] = (640, 480)) -> tuple[list[np.ndarray], float]:

@@ -295,15 +295,6 @@ def test_a_video_whose_name_is_not_utf8_is_one_line_at_replay_and_calibrate(tmp_
 # ------------------------------------------------------------------ 11: replay stays off live topics
 
 
-@pytest.fixture
-def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
-    from tests.broker import Broker
-
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
 def test_a_replay_never_overwrites_the_live_devices_retained_state_nor_uses_its_state_dir(
     broker: Any, tmp_path: Path
 ) -> None:

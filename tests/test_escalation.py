@@ -27,7 +27,7 @@ from edge_hf.daemon.journal import JournalSink, OpenEvents
 from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_video
-from tests.broker import Broker, alerts_printed
+from tests.broker import Broker, alerts_printed, publish_sentinel
 from tests.conftest import SHARED_DATA, clip_frames
 from tests.test_mqtt import Subscriber
 
@@ -240,13 +240,6 @@ def test_a_damaged_escalation_in_the_journal_still_ends_its_fall(tmp_path: Path)
 # ------------------------------------------------------------------ MQTT, Home Assistant
 
 
-@pytest.fixture
-def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
 def test_an_escalation_waits_out_a_broker_outage_and_the_fall_stays_on(
     broker: Broker, tmp_path: Path
 ) -> None:
@@ -357,7 +350,10 @@ def test_a_daemon_killed_after_an_escalation_sends_it_once_and_never_again(
         assert again.returncode == 0, again.stderr[-2000:]
         assert "still latched, kept open" in again.stderr
         sub.wait_for(lambda m: len([t for t, _, _ in m if t.endswith("/event")]) >= 2)
-        time.sleep(1.0)
+        # "Nothing more" is an absence: the daemon has exited, so anything more it sent reached
+        # the broker before this sentinel; once the sentinel has arrived, so would have that.
+        publish_sentinel(broker.port, "edge_hf/box/hall/test-sentinel")
+        sub.wait_for(lambda m: any(t.endswith("/test-sentinel") for t, _, _ in m))
         got = [(e["type"], e["event_id"]) for e in sub.events()]
         assert got == [(e["type"], e["event_id"]) for e in printed], "once each, nothing more"
         assert again.stdout.strip() == "", "the restarted daemon sent nothing new"

@@ -67,13 +67,6 @@ def _frame_at(t: float) -> np.ndarray:
     return frame
 
 
-@pytest.fixture
-def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
 @needs_gmdcsa
 def test_a_skeleton_snapshot_shows_the_fallen_person_and_no_pixel_of_the_picture(
     broker: Broker, tmp_path: Path

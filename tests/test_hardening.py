@@ -20,7 +20,7 @@ from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sources import OpenCVSource
 from tests.broker import Broker
-from tests.conftest import SHARED_DATA, moving_clip
+from tests.conftest import SHARED_DATA, moving_clip, wait_or_fail
 from tests.test_mqtt import Subscriber, _event
 
 # ------------------------------------------------------------------ outbox
@@ -66,18 +66,11 @@ def test_a_corrupt_outbox_is_moved_aside_and_a_new_one_started(
         sqlite3.connect(str(aside[0])).execute("SELECT * FROM outbox")
 
 
-@pytest.fixture
-def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
 def test_broker_down_and_disk_full_every_alert_still_arrives_once(
     broker: Broker, tmp_path: Path
 ) -> None:
     sub = Subscriber(broker.port, "edge_hf/+/+/event")
-    time.sleep(0.5)
+    assert sub.subscribed.wait(20), "the subscription acknowledged"
     cfg = MqttConfig(enabled=True, port=broker.port, outbox_max_mb=0.04)
     sink = MqttSink(cfg, "box", ["hall"], tmp_path / "state")
     sink.start()
@@ -100,7 +93,7 @@ def test_a_corrupt_outbox_does_not_stop_the_sink(broker: Broker, tmp_path: Path)
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "outbox.sqlite3").write_bytes(b"\x00garbage" * 500)
     sub = Subscriber(broker.port, "edge_hf/+/+/event")
-    time.sleep(0.5)
+    assert sub.subscribed.wait(20), "the subscription acknowledged"
     sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path / "state")
     sink.start()
     sink.send(_event(3))
@@ -113,7 +106,7 @@ def test_a_corrupt_outbox_does_not_stop_the_sink(broker: Broker, tmp_path: Path)
 def _connected(broker: Broker, tmp_path: Path, topic: str) -> tuple[Subscriber, MqttSink]:
     """A subscriber on `topic`, then a started MQTT sink that has connected."""
     sub = Subscriber(broker.port, topic)
-    time.sleep(0.5)
+    assert sub.subscribed.wait(20), "the subscription acknowledged"
     sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
     sink.start()
     assert sink.connected.wait(10)
@@ -261,7 +254,16 @@ def test_a_second_daemon_on_the_same_state_dir_is_refused(tiny_onnx: Path, tmp_p
         first.communicate(timeout=30)
     assert first.returncode == 0
     again = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4)
+    # Not a fixed sleep: wait until it holds the lock (its pid written there) or has exited. A
+    # start refused as "in use" exits before writing its pid, so this ends either way.
+    wait_or_fail(
+        lambda: (
+            again.poll() is not None
+            or (lock.exists() and lock.read_text().strip() == str(again.pid))
+        ),
+        60,
+        "the restarted daemon to take the lock or exit",
+    )
     again.terminate()
     _, err = again.communicate(timeout=30)
     assert "in use" not in err, "the lock goes with the process"
@@ -367,7 +369,7 @@ def test_a_long_outage_costs_disk_not_memory_and_keeps_order(
     broker: Broker, tmp_path: Path
 ) -> None:
     sub = Subscriber(broker.port, "edge_hf/+/+/event")
-    time.sleep(0.5)
+    assert sub.subscribed.wait(20), "the subscription acknowledged"
     sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path / "s")
     sink.start()
     assert sink.connected.wait(10)

@@ -19,7 +19,7 @@ from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.daemon.snapshots import Retention, SnapshotSink
-from tests.broker import Broker, alerts_printed
+from tests.broker import Broker, alerts_printed, publish_sentinel
 from tests.test_mqtt import Subscriber, _event
 
 INFO = ModelInfo("m.onnx", 3, 100.0)
@@ -161,13 +161,6 @@ def test_damaged_outbox_rows_are_dropped_not_sent(
     assert sum("dropping damaged row" in r.message for r in caplog.records) == 4
 
 
-@pytest.fixture
-def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
 def test_damaged_state_files_do_not_keep_the_daemon_offline(broker: Broker, tmp_path: Path) -> None:
     # 4 and 6: an outbox row with qos 7 and an announced.json naming "a/#": availability online,
     # the good alert delivered.
@@ -184,7 +177,7 @@ def test_damaged_state_files_do_not_keep_the_daemon_offline(broker: Broker, tmp_
     db.commit()
     db.close()
     sub = Subscriber(broker.port, "edge_hf/#")
-    time.sleep(0.5)
+    assert sub.subscribed.wait(20), "the subscription acknowledged"
     sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], state)
     sink.start()
     try:
@@ -242,14 +235,19 @@ def test_replay_with_the_live_config_never_publishes_nor_touches_its_state(
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     before = sorted(p.name for p in live.iterdir())
     sub = Subscriber(broker.port, "#")
-    time.sleep(0.5)
+    assert sub.subscribed.wait(20), "the subscription acknowledged"
     cfg = _live_config(tmp_path, broker.port, demo_fall)
     proc = _cli("replay", "--config", str(cfg), "--state-dir", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(x) for x in proc.stdout.splitlines()]
     assert [e["type"] for e in events] == ["start", "end"] * 2  # both cameras replay the fall
-    time.sleep(1.0)
-    assert sub.messages == [], "nothing reached the live broker"
+    # An absence, checked after a positive marker rather than a fixed sleep: the replay has
+    # exited, so whatever it published reached the broker before this sentinel was sent; once
+    # the sentinel has arrived, anything of the replay's would have arrived too.
+    sentinel = "edge_hf-test/sentinel"
+    publish_sentinel(broker.port, sentinel)
+    sub.wait_for(lambda m: any(t == sentinel for t, _, _ in m))
+    assert [m for m in sub.messages if m[0] != sentinel] == [], "nothing reached the live broker"
     assert sorted(p.name for p in live.iterdir()) == before, "the live state_dir is untouched"
     # Asked to publish: it does, under its own client id (the daemon's session is not kicked).
     proc = _cli("replay", "--config", str(cfg), "--state-dir", str(tmp_path / "r"), "--publish")

@@ -32,18 +32,11 @@ from edge_hf.daemon.replay import replay as replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_demo_clips
 from tests.broker import Broker
-from tests.conftest import SHIPPED_MODEL
+from tests.conftest import SHIPPED_MODEL, wait_or_fail
 from tests.test_daemon import DEMO_THRESHOLD
 from tests.test_mqtt import SCHEMA, Subscriber
 
 needs_shipped = pytest.mark.skipif(not SHIPPED_MODEL.exists(), reason="shipped model not built")
-
-
-@pytest.fixture
-def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +70,26 @@ def _run(config: Path) -> subprocess.Popen[str]:
 
 def _retained(port: int, topic: str) -> bytes | None:
     """The broker's retained message on `topic` (None: nothing retained)."""
+    # Not a fixed sleep: after subscribing, the client publishes a sentinel to itself on the same
+    # connection. The broker sends a retained message when it handles the subscription, before it
+    # handles that later publish: once the sentinel is back, a retained message would be too.
+    sentinel = f"edge_hf-test/sentinel/{port}"
     got: list[bytes] = []
+    back = threading.Event()
+
+    def on_message(_c: Any, _u: Any, m: mqtt.MQTTMessage) -> None:
+        if m.topic == sentinel:
+            back.set()
+        elif m.retain:
+            got.append(m.payload)
+
     c = mqtt.Client(CallbackAPIVersion.VERSION2)
-    c.on_connect = lambda cl, *_: cl.subscribe(topic, qos=1)
-    c.on_message = lambda _c, _u, m: got.append(m.payload) if m.retain else None
+    c.on_connect = lambda cl, *_: cl.subscribe([(topic, 1), (sentinel, 1)])
+    c.on_subscribe = lambda cl, *_: cl.publish(sentinel, b"sentinel", qos=1)
+    c.on_message = on_message
     c.connect("127.0.0.1", port)
     c.loop_start()
-    time.sleep(1.0)
+    assert back.wait(20), f"waited 20 s for the sentinel after subscribing to {topic}"
     c.loop_stop()
     c.disconnect()
     return got[-1] if got else None
@@ -99,7 +105,7 @@ def test_a_latched_fall_survives_sigterm_and_kill_9_until_acknowledged(
     across both until acknowledged: the fall topic says ON once, never OFF in between, and the
     event is sent once; the acknowledgement ends it, and the next fall is an off -> on change."""
     sub = Subscriber(broker.port, "edge_hf/box/hall/#")
-    time.sleep(0.5)
+    assert sub.subscribed.wait(20), "the subscription acknowledged"
     first = _run(_config(tmp_path, demo["fall_demo"], broker.port, loop=True))
     try:
         sub.wait_for(lambda m: ("edge_hf/box/hall/fall", b"ON", False) in m, timeout=60)
@@ -201,7 +207,7 @@ def test_an_ack_over_mqtt_clears_a_latched_fall(
         _config(tmp_path, demo["fall_demo"], broker.port, loop=True, snapshot=True).read_text()
     )
     sub = Subscriber(broker.port, "edge_hf/box/hall/#")
-    time.sleep(0.5)
+    assert sub.subscribed.wait(20), "the subscription acknowledged"
     mqtt_sink = MqttSink(cfg.mqtt, "box", ["hall"], cfg.state_dir, snapshot_cameras=["hall"],
                          snapshot_type="image/jpeg")  # fmt: skip
     pipeline = build_pipeline(cfg, with_snapshots(cfg, mqtt_sink), score_history=None)
@@ -362,16 +368,21 @@ def test_a_camera_removed_from_the_config_disappears(broker: Broker, tmp_path: P
     before = MqttSink(cfg, "box", ["hall", "door"], tmp_path)
     before.start()
     assert before.connected.wait(10)
-    time.sleep(1.0)
-    before.close()
     door = "homeassistant/binary_sensor/box/door_fall/config"
+    wait_or_fail(lambda: _retained(broker.port, door) is not None, 20, "the door's discovery")
+    before.close()
     assert _retained(broker.port, door) is not None
     after = MqttSink(cfg, "box", ["hall"], tmp_path)
     after.start()
     assert after.connected.wait(10)
-    time.sleep(1.0)
+    removed = (door, "homeassistant/button/box/door_acknowledge/config")
+    wait_or_fail(
+        lambda: all(_retained(broker.port, t) is None for t in removed),
+        20,
+        "the sink to clear the removed camera's retained discovery",
+    )
     after.close()
-    for topic in (door, "homeassistant/button/box/door_acknowledge/config"):
+    for topic in removed:
         assert _retained(broker.port, topic) is None, f"{topic} removed"
     assert _retained(broker.port, "homeassistant/binary_sensor/box/hall_fall/config") is not None
 

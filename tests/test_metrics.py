@@ -22,9 +22,8 @@ def _scrape(port: int) -> dict[str, float]:
     return values
 
 
-def test_metrics_during_a_run(tiny_onnx: Path, tmp_path: Path) -> None:
+def test_metrics_during_a_run(broker: Broker, tiny_onnx: Path, tmp_path: Path) -> None:
     (clip,) = [p for p in write_demo_clips(tmp_path / "demo") if "fall" in p.name]
-    broker = Broker(tmp_path / "broker").start()
     port = free_port()
     config = tmp_path / "c.yaml"
     config.write_text(
@@ -70,5 +69,4 @@ def test_metrics_during_a_run(tiny_onnx: Path, tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.communicate(timeout=20)
-        broker.stop()
     assert proc.returncode == 0

@@ -26,7 +26,7 @@ from edge_hf.daemon.events import FallEvent, ModelInfo
 from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.training.synth import write_demo_clips
 from tests.broker import Broker, free_port, make_tls
-from tests.conftest import SHIPPED_MODEL
+from tests.conftest import SHIPPED_MODEL, wait_or_fail
 
 SCHEMA = json.loads((Path(edge_hf.__file__).parent / "event.schema.json").read_text())
 
@@ -82,13 +82,6 @@ class Subscriber:
         self.client.loop_stop()
 
 
-@pytest.fixture
-def broker(tmp_path: Path):  # type: ignore[no-untyped-def]
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
 def _event(i: int, kind: str = "start") -> FallEvent:
     t0 = 1767225600.0  # 2026-01-01T00:00:00Z
     return FallEvent(
@@ -123,7 +116,7 @@ def test_replayed_fall_gives_events_states_availability_and_discovery(
     broker: Broker, demo: dict[str, Path], tmp_path: Path
 ) -> None:
     sub = Subscriber(broker.port)
-    time.sleep(0.5)
+    assert sub.subscribed.wait(20), "the subscription acknowledged"
     cfg = _config_file(tmp_path, SHIPPED_MODEL, demo["fall_demo"], broker.port)
     t0 = time.monotonic()
     proc = subprocess.run(
@@ -190,7 +183,7 @@ def test_discovery_is_resent_when_home_assistant_comes_online(
 
 def test_broker_down_30s_every_event_arrives_in_order(broker: Broker, tmp_path: Path) -> None:
     sub = Subscriber(broker.port, "edge_hf/+/+/event")
-    time.sleep(0.5)
+    assert sub.subscribed.wait(20), "the subscription acknowledged"
     sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
     sink.start()
     assert sink.connected.wait(10)
@@ -302,7 +295,7 @@ def test_tls_and_password_listener(tmp_path: Path) -> None:
             "password_file": str(tmp_path / "pw"), "tls": {"ca": str(ca)},
         })  # fmt: skip
         sub = Subscriber(broker.port, "edge_hf/+/+/event", tls_ca=ca, auth=("watcher", "w"))
-        time.sleep(0.5)
+        assert sub.subscribed.wait(20), "the subscription acknowledged"
         sink = MqttSink(cfg, "box", ["hall"], tmp_path / "state")
         sink.start()
         assert sink.connected.wait(10), sink.last_error
@@ -324,15 +317,25 @@ def test_alerts_cli_prints_each_event_once(broker: Broker, tmp_path: Path) -> No
     deadline = time.monotonic() + 60
     while "subscribed to" not in proc.stderr.readline():
         assert time.monotonic() < deadline and proc.poll() is None, "alerts never subscribed"
+    stdout = proc.stdout
+    assert stdout is not None
+    printed: list[str] = []  # stdout as it comes (it flushes each line)
+    reader = threading.Thread(target=lambda: printed.extend(iter(stdout.readline, "")))
+    reader.start()
     pub = mqtt.Client(CallbackAPIVersion.VERSION2)
     pub.connect("127.0.0.1", broker.port)
     pub.loop_start()
     for event in (_event(7), _event(7), _event(7, "end")):  # a duplicate, as at-least-once allows
         pub.publish("edge_hf/box/hall/event", event.to_json(), qos=1).wait_for_publish(5)
-    time.sleep(1.5)
+    # Not a fixed sleep: the end was sent after the duplicate by the same client at QoS 1, so it
+    # is delivered after it; once the end is printed, a printed duplicate would be there too.
+    wait_or_fail(lambda: any("fall over" in x for x in printed), 20, "the end to be printed")
     pub.loop_stop()
     proc.terminate()
-    out, _ = proc.communicate(timeout=10)
+    proc.wait(10)
+    reader.join(10)
+    proc.stderr.close()
+    out = "".join(printed)
     lines = [line for line in out.splitlines() if "hall" in line]
     assert len(lines) == 2 and "FALL" in lines[0] and "fall over" in lines[1], out
     assert proc.returncode == 0

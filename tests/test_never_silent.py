@@ -51,13 +51,6 @@ def _strict(text: str | bytes) -> Any:
     return json.loads(text, parse_constant=refuse)
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path / "broker").start()
-    yield b
-    b.stop()
-
-
 # ------------------------------------------------------------------ 1: one bad row, name or prefix
 
 
