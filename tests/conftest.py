@@ -3,6 +3,8 @@ Mosquitto broker fixture every MQTT test uses."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -188,3 +190,17 @@ def clip_frames(clip: Path, size: tuple[int, int] = (640, 480)) -> tuple[list[np
         out.append(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
     cap.release()
     return out, fps
+
+
+def edge_hf_check(tmp_path: Path, model: Path, person: str) -> subprocess.CompletedProcess[str]:
+    """`edge-hf check` in a subprocess on a one-camera config with `model` and the `person:`
+    section's lines `person` (each indented two spaces, newline-terminated)."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        f"device_id: t\nmodel:\n  path: {model}\ncameras:\n  - name: a\n    source: x.mp4\n"
+        f"state_dir: {tmp_path / 's'}\nperson:\n{person}"
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "check", "--config", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip

@@ -198,19 +198,13 @@ def test_the_mode_is_kept_in_the_file_and_checked(tmp_path: Path) -> None:
 
 def test_check_names_the_head_and_refuses_a_broken_one_in_one_line(tmp_path: Path) -> None:
     import subprocess
-    import sys
+
+    from tests.conftest import edge_hf_check
 
     def check(head: Path) -> subprocess.CompletedProcess[str]:
-        path = tmp_path / "c.yaml"
-        path.write_text(
-            f"device_id: t\nmodel:\n  path: {DEMO_MODEL}\ncameras:\n  - name: a\n"
-            f"    source: x.mp4\nstate_dir: {tmp_path / 's'}\nperson:\n"
-            f"  model: {ROOT / POSE_MODEL}\n  head: {head}\n"
+        return edge_hf_check(
+            tmp_path, DEMO_MODEL, f"  model: {ROOT / POSE_MODEL}\n  head: {head}\n"
         )
-        return subprocess.run(
-            [sys.executable, "-m", "edge_hf.cli", "check", "--config", str(path)],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
 
     shipped = ROOT / "models" / "pose-head.json"
     out = check(shipped)

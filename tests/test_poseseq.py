@@ -175,25 +175,19 @@ def test_check_names_the_sequence_model_and_refuses_a_mismatch_in_one_line(
     tmp_path: Path,
 ) -> None:
     import subprocess
-    import sys
 
     from edge_hf.core.pose import POSE_MODEL
     from edge_hf.core.posehead import file_sha256
+    from tests.conftest import edge_hf_check
 
     pose = ROOT / POSE_MODEL
     sha = file_sha256(pose)
 
     def check(seq: Path, extra: str = "") -> subprocess.CompletedProcess[str]:
-        path = tmp_path / "c.yaml"
-        path.write_text(
-            f"device_id: t\nmodel:\n  path: {ROOT / 'models' / 'fall-synth-mobilenet_v3_small-t3.onnx'}\n"
-            f"cameras:\n  - name: a\n    source: x.mp4\nstate_dir: {tmp_path / 's'}\nperson:\n"
-            f"  model: {pose}\n  sequence: {seq}\n{extra}"
+        person = f"  model: {pose}\n  sequence: {seq}\n{extra}"
+        return edge_hf_check(
+            tmp_path, ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx", person
         )
-        return subprocess.run(
-            [sys.executable, "-m", "edge_hf.cli", "check", "--config", str(path)],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
 
     good = tmp_path / "good.onnx"
     ps.export(_ShortBox(), SeqContract(5.0, 20, POSE, pose_model_sha256=sha), good)
