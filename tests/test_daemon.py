@@ -640,7 +640,7 @@ def test_a_hyper_volume_model_runs_in_the_daemon_and_raises_the_demo_fall(
     for cfg in (plain, vol):
         sink = RecordingSink()
         pipeline = build_pipeline(cfg, sink, score_history=None, live=False)
-        assert pipeline.window == (6 if cfg is vol else 3)
+        assert pipeline.samples_per_window == (6 if cfg is vol else 3)
         replay_files(pipeline)
         runs.append(([e.type for e in sink.events], list(pipeline.cameras[0].scores)))
     assert runs[1][0] == ["start", "end"] == runs[0][0]

@@ -56,8 +56,8 @@ class Gates:
     classifier raise a fall now."""
 
     t: float
-    fall: float
-    down: float | None
+    p_fall: float
+    p_down: float | None
     level: float
     state: str
     confirm: float | None

@@ -367,20 +367,21 @@ class FallDetector:
         score: float,
         t: float,
         centre_frame: np.ndarray | None = None,
-        down: float | None = None,
+        p_down: float | None = None,
         evidence: np.ndarray | None = None,
     ) -> list[FallEvent]:
         """Feed one window's fall (and, if the model has one, down) probability at detector time
         `t`; return the events it causes (0 or 1). `centre_frame` is the window's centre frame as
         the model saw it (RGB); `evidence` the same moment at camera resolution (BGR), if kept.
         Pose verdicts up to `t` come first, through `on_pose`, in time order."""
-        events = self._update(score, t, centre_frame, down, evidence)
+        events = self._update(score, t, centre_frame, p_down, evidence)
         if self.record is not None:
-            self.record.window(self.gates(t, score, down))
+            self.record.window(self.gates(t, score, p_down))
         return events
 
-    def gates(self, t: float, score: float, down: float | None) -> Gates:
-        """What the detector knows after the window of `score`, `down` at `t` (`Gates`)."""
+    def gates(self, t: float, score: float, p_down: float | None) -> Gates:
+        """What the detector knows after a window of P(falling) `score`, P(down) `p_down` at `t`
+        (`Gates`)."""
         state = ("alarm" if self._open is not None else "candidate" if self._candidate else
                  "cooldown" if t < self._cooldown_until else "watching")  # fmt: skip
         confirm = None
@@ -388,7 +389,7 @@ class FallDetector:
             confirm = sum(d for _, d in self._down) / len(self._down)
         up = self._up_level(t) if self.cfg.up_before_s else None
         level = smoothed_level(self._recent, self.cfg)
-        return Gates(t, score, down, level, state, confirm, up, self._cnn_may_start(t))
+        return Gates(t, score, p_down, level, state, confirm, up, self._cnn_may_start(t))
 
     def _decide(self, t: float, reason: str, text: str) -> None:
         """One decision about a possible fall at `t`: ALARM or a refusal (`decisions.REASONS`),
@@ -408,13 +409,13 @@ class FallDetector:
         score: float,
         t: float,
         centre_frame: np.ndarray | None,
-        down: float | None,
+        p_down: float | None,
         evidence: np.ndarray | None,
     ) -> list[FallEvent]:
         self.last_score = score
         self._recent.append(score)
         if self.trace is not None:
-            self.trace.append((t, score, down))
+            self.trace.append((t, score, p_down))
         if self.lying_at is not None and score >= self.threshold and self._seen:
             at, seen = self._seen[-1]
             if t - at <= 1.0:  # (a person found around this window)
@@ -433,20 +434,20 @@ class FallDetector:
             who = f"person {self._pose_person[0]}: " if self._pose_person else ""
             by = f"the pose rules confirmed a fall at {self._at(at)} ({who}{self._pose_fall_why})"
             return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx, by=by)]
-        if down is not None:
-            self._not_up.append((t, score + down))
+        if p_down is not None:
+            self._not_up.append((t, score + p_down))
             while self._not_up[0][0] < t - POSE_DOWN_S:
                 self._not_up.popleft()
-        if down is not None and self.cfg.up_before_s:
-            self._up.append((t, 1.0 - score - down))
+        if p_down is not None and self.cfg.up_before_s:
+            self._up.append((t, 1.0 - score - p_down))
             while self._up[0][0] < t - self.cfg.up_before_s - UP_BEFORE_GAP_S - 1.0:
                 self._up.popleft()
         ev = self._open
         if ev is None:
             if self._candidate is not None:
-                return self._confirm(score, t, down)
+                return self._confirm(score, t, p_down)
             if t >= self._cooldown_until and self._smoothed_above() and self._cnn_may_start(t):
-                if not self.cfg.confirm_s or down is None:
+                if not self.cfg.confirm_s or p_down is None:
                     ctx = self._context(t)
                     if ctx.refusal:
                         return []
@@ -472,11 +473,11 @@ class FallDetector:
                 return [self._end(score, t, "timeout")]
             return []
         # A three-state model ends a fall when the person is up again (neither falling nor down).
-        up = down is not None and 1.0 - score - down >= 0.5
-        low = up if down is not None else score < self.threshold
+        up = p_down is not None and 1.0 - score - p_down >= 0.5
+        low = up if p_down is not None else score < self.threshold
         ev.below = ev.below + 1 if low else 0
         if ev.below >= self.cfg.end_after:
-            return [self._end(score, t, "got_up" if down is not None else "recovered")]
+            return [self._end(score, t, "got_up" if p_down is not None else "recovered")]
         if t - ev.started >= self.cfg.max_event_s:
             return [self._end(score, t, "max_duration")]
         return []
@@ -608,14 +609,14 @@ class FallDetector:
                          f"{CONFIRM_LEVEL})")  # fmt: skip
         return False
 
-    def _confirm(self, score: float, t: float, down: float | None) -> list[FallEvent]:
+    def _confirm(self, score: float, t: float, p_down: float | None) -> list[FallEvent]:
         c = self._candidate
         assert c is not None  # called only with a candidate
         confirm_s = self.cfg.confirm_s or 0.0
         c.peak_score = max(c.peak_score, score)
         # "Not up": falling or down (1 - P(adl)); a person still sinking counts as down.
         # "down": the person on the floor alone (the sliding mean waits out the descent).
-        lying = down or 0.0
+        lying = p_down or 0.0
         self._down.append((t, lying if self.cfg.confirm_on == "down" else score + lying))
         while self._down and self._down[0][0] < t - confirm_s:
             self._down.popleft()

@@ -117,13 +117,13 @@ def _f(x: float | None, fmt: str = "{:.2f}", width: int = 4) -> str:
 
 
 def _row(rec: Recording, s: int, gates: list[Gates], ticks: list[PoseVerdict]) -> str:
-    downs = [g.down for g in gates if g.down is not None]
+    downs = [g.p_down for g in gates if g.p_down is not None]
     state = max((g.state for g in gates), key=STATES.index, default="-")
     ups = [g.up for g in gates if g.up is not None]
     confirms = [g.confirm for g in gates if g.confirm is not None]
     gate = "-" if rec.mode == "cnn" else "open" if any(g.cnn_may for g in gates) else "shut"
     cnn = (
-        f"{_f(max((g.fall for g in gates), default=None), width=7)} "
+        f"{_f(max((g.p_fall for g in gates), default=None), width=7)} "
         f"{_f(max(downs, default=None), width=7)} "
         f"{_f(max((g.level for g in gates), default=None), width=5)} {state:9s} {gate:4s}"
     )

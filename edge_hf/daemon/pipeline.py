@@ -105,10 +105,6 @@ def wall_time(monotonic_t: float) -> float:
     return monotonic_t + (time.time() - time.monotonic())
 
 
-def _same(t: float) -> float:
-    return t
-
-
 class Pipeline:
     """Runs the parts that `app.build_pipeline` made: live (`start`, `run`) or over files."""
 
@@ -145,7 +141,7 @@ class Pipeline:
         # A hyper-volume model (volumes V) sees V consecutive hyperframes of T samples each:
         # the newest V*T samples in time order, stacked on channels like one long hyperframe
         # (block v holds hyperframe v, oldest first: what training's `_stack` builds).
-        self.window = classifier.contract.window * classifier.contract.volumes
+        self.samples_per_window = classifier.contract.window * classifier.contract.volumes
         self.input_size = classifier.contract.input_size
         self.resize = classifier.contract.resize
         # The size frames are kept at in the rings (replay resizes to it): the input size, or
@@ -164,10 +160,12 @@ class Pipeline:
     def process(
         self,
         due: list[tuple[CameraRuntime, Window]],
-        to_unix: Callable[[float], float],
+        to_unix: Callable[[float], float] | None,
         live: bool = True,
     ) -> None:
-        """Classify the windows in batches and let each camera's detector decide."""
+        """Classify the windows in batches and let each camera's detector decide. `to_unix`
+        turns a frame's arrival (monotonic) into detector time; None where the times already are
+        (a file replayed)."""
         if self.person is not None and not self.person.threaded:
             self.person.step({c.cfg.name: c.pose_slot for c, _ in due if c.pose_slot is not None})
         for i in range(0, len(due), self.cfg.max_batch):
@@ -187,20 +185,22 @@ class Pipeline:
                 cam.windows += 1
                 cam.scores.append(score)
                 mid = len(w.frames) // 2
-                t = to_unix(w.arrivals[-1])  # when the newest frame arrived (detector time)
+                # when the newest frame arrived (detector time)
+                t = w.arrivals[-1] if to_unix is None else to_unix(w.arrivals[-1])
                 self._feed_pose(cam, w.times[-1], to_unix)
                 for event in cam.detector.update(score, t, w.frames[mid], down, w.evidence):
                     self.sink.send(self._shown(cam, event, w.times[-1]))
 
     def _feed_pose(
-        self, cam: CameraRuntime, until: float, to_unix: Callable[[float], float]
+        self, cam: CameraRuntime, until: float, to_unix: Callable[[float], float] | None
     ) -> None:
         """The camera's pose verdicts up to the window's newest sample, to its detector in time
         order (the one decision point: the same order live and in replay)."""
         if self.person is None:
             return
         for verdict in self.person.verdicts_until(cam.cfg.name, until):
-            for event in cam.detector.on_pose(to_unix(verdict.t), verdict):
+            at = verdict.t if to_unix is None else to_unix(verdict.t)
+            for event in cam.detector.on_pose(at, verdict):
                 self.sink.send(event)
         cam.detector.pose_ok = not self.person.is_degraded(cam.cfg.name)
 
@@ -280,7 +280,7 @@ class Pipeline:
                 continue
             if cam.last_seq > 0:
                 cam.skipped += seq - cam.last_seq - 1  # only the newest window is classified
-            w = cam.ring.window(self.window)
+            w = cam.ring.window(self.samples_per_window)
             if w is not None:
                 cam.last_seq = w.seq + 1
                 due.append((cam, w))
@@ -455,7 +455,7 @@ class Pipeline:
                 due = self._due_windows()
                 if due:
                     t0 = time.monotonic()
-                    self.process(due, _same)
+                    self.process(due, None)
                     busy_s = time.monotonic() - t0
                 self._update_status()
                 now = time.monotonic()
@@ -493,7 +493,7 @@ class Pipeline:
             self.person.join(max(0.0, deadline - time.monotonic()))
         due = self._due_windows()
         if due and time.monotonic() < deadline:
-            self.process(due, _same)
+            self.process(due, None)
         elif due:
             log.warning("shutdown: dropped %d unclassified windows (drain budget spent)", len(due))
         now = time.monotonic()

@@ -102,6 +102,6 @@ def _sample(
     if cam.pose_slot is not None and bgr is not None:
         cam.pose_slot.offer(t, bgr, cam.cfg.crop)
     cam.ring.write(rgb, t, None, bgr if cam.ring.keeps_evidence else None)
-    window = cam.ring.window(pipeline.window)
+    window = cam.ring.window(pipeline.samples_per_window)
     if window is not None:
         pipeline.process([(cam, window)], lambda s: origin_unix + s, live=False)

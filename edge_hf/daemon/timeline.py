@@ -50,9 +50,9 @@ def panels(rec: Recording) -> tuple[Panel, Panel, Panel]:
     """The classifier's, the person stage's and the gates' signals of one camera."""
     t = np.array([rec.s(g.t) for g in rec.windows])
     w = rec.windows
-    cnn = [Series("P(fall)", t, _known([g.fall for g in w]))]
-    if any(g.down is not None for g in w):
-        cnn.append(Series("P(down)", t, _known([g.down for g in w])))
+    cnn = [Series("P(fall)", t, _known([g.p_fall for g in w]))]
+    if any(g.p_down is not None for g in w):
+        cnn.append(Series("P(down)", t, _known([g.p_down for g in w])))
     cnn.append(Series("smoothed P(fall)", t, _known([g.level for g in w])))
     tt = np.array([rec.s(at) for at, _ in rec.ticks])
     mains = [main_person(v.seen) for _, v in rec.ticks]
