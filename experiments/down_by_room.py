@@ -1,6 +1,6 @@
 """Does a three-state fold model's "person down" carry over to the room it never saw?
 
-    python experiments/down_by_room.py --out /work/bench_out/real --seed 0 --fold A
+    python -m experiments.down_by_room --out /work/bench_out/real --seed 0 --fold A
 
 Replays one fold model of the real-footage benchmark on its held-out clips (as `make real-bench`
 does) and prints per camera view the highest P(falling) and the highest 2-s mean of
@@ -17,11 +17,16 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import realbench as rb
+
+from experiments import realbench as rb
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.down_by_room",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     rb.add_fold_model_args(p)
     p.add_argument("--confirm-s", type=float, default=2.0)
     a = p.parse_args()

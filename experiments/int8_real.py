@@ -1,6 +1,6 @@
 """int8 vs fp32 on real footage, held out: the benchmark's own fold models, quantised.
 
-    python experiments/int8_real.py --out /path/to/real-bench-out [--row ROW] [--seed 0]
+    python -m experiments.int8_real --out /path/to/real-bench-out [--row ROW] [--seed 0]
 
 For each fold of `make real-bench`'s row (default: the shipped recipe, three-state 160 px at
 0.5 / confirm 2 s), the fold's exported fp32 model is quantised with `edge-hf export --int8`'s code,
@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import realbench as rb
-
 from edge_hf.training.quantize import calibration_windows, quantize_int8
+from experiments import realbench as rb
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.int8_real",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     p.add_argument("--out", required=True, help="the real benchmark's --out (fold models, runs)")
     p.add_argument("--runs-file", help="its runs JSON (default <out>/runs.json)")
     p.add_argument("--row", default="lite0 T=3 ImageNet falling+down 160px, confirm 2 s")

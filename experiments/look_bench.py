@@ -2,7 +2,7 @@
 track-guided second look (`edge_hf.core.pose.SecondLook`), per condition of the conditions
 benchmark.
 
-    PYTHONPATH=. python experiments/look_bench.py --out benchmarks/results/real
+    python -m experiments.look_bench --out benchmarks/results/real
 
 For every fall clip view under each condition (rendered by `make conditions-bench`, or here when
 missing) and the negatives, at the person stage's 5 Hz: the share of *lying ticks* (from the end
@@ -21,11 +21,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from realbench import load_items
-from realbench.conditions import AS_RECORDED, CONDITIONS, NEGATIVES, negative_items, render
-from realbench.items import ASSIST, GMDCSA, VTEST, Item, views
-from realbench.posehead import fallen_from
-
 from edge_hf.core.pose import (
     POSE_MODEL,
     POSE_RATE_HZ,
@@ -35,6 +30,16 @@ from edge_hf.core.pose import (
     clip_people,
 )
 from edge_hf.training.data import parse_crop
+from experiments.realbench import load_items
+from experiments.realbench.conditions import (
+    AS_RECORDED,
+    CONDITIONS,
+    NEGATIVES,
+    negative_items,
+    render,
+)
+from experiments.realbench.items import ASSIST, GMDCSA, VTEST, Item, views
+from experiments.realbench.posehead import fallen_from
 
 DEFAULT_CONDITIONS = (AS_RECORDED, "far", "night", "partial", "occluder", "second person",
                       "portrait", "elevated")  # fmt: skip
@@ -63,7 +68,11 @@ def run(
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.look_bench",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     p.add_argument("--out", default="benchmarks/results/real")
     p.add_argument("--conditions", nargs="+", default=list(DEFAULT_CONDITIONS))
     p.add_argument("--side", type=int, default=POSE_SIDE, help="the pose model's input side")

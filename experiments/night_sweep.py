@@ -1,6 +1,6 @@
 """#40 item 3: which preprocessing of a grey (night) pose frame lets MoveNet find people most often?
 
-    PYTHONPATH=.:experiments python experiments/night_sweep.py --out /tmp/night_sweep
+    python -m experiments.night_sweep --out /tmp/night_sweep
 
 The night condition's fall clip views and negatives (rendered by `make conditions-bench` under
 `--conditions`; nothing is rendered here), read at the person stage's 5 Hz as `clip_people` reads
@@ -32,10 +32,6 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from realbench import load_items
-from realbench.conditions import NEGATIVES, _dst, negative_items
-from realbench.items import ASSIST, GMDCSA, VTEST, Item, views
-from realbench.posehead import fallen_from
 
 from edge_hf.core.pose import (
     POSE_MODEL,
@@ -49,6 +45,10 @@ from edge_hf.core.pose import (
 )
 from edge_hf.core.video import Crop, sample_file
 from edge_hf.training.data import parse_crop
+from experiments.realbench import load_items
+from experiments.realbench.conditions import NEGATIVES, _dst, negative_items
+from experiments.realbench.items import ASSIST, GMDCSA, VTEST, Item, views
+from experiments.realbench.posehead import fallen_from
 
 Grey = Callable[[np.ndarray], np.ndarray]  # (H, W) uint8 -> (H, W) uint8
 
@@ -208,7 +208,11 @@ def unmatched(night: list[list[float]], day: list[list[float]]) -> int:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.night_sweep",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     p.add_argument("--out", default="/tmp/night_sweep")
     p.add_argument("--conditions", default="benchmarks/results/real/conditions",
                    help="where the night condition's clips were rendered")  # fmt: skip

@@ -5,21 +5,16 @@ and the window's newest frame as the model sees it, before, during and after the
 Uses the training side's own code (`decode_clips` with `person_crop`, the dataset's
 `window_frames`), so this is exactly what training and the daemon cut (a test compares the two).
 
-    python experiments/person_crops.py --out benchmarks/results/real/person_crops.png
+    python -m experiments.person_crops --out benchmarks/results/real/person_crops.png
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import cv2
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from realbench.items import ASSIST, GMDCSA, load_items
 
 from edge_hf.core.personcrop import PersonCropRule, crop_box
 from edge_hf.training.data import (
@@ -29,12 +24,17 @@ from edge_hf.training.data import (
     decode_clips,
     parse_crop,
 )
+from experiments.realbench.items import ASSIST, GMDCSA, load_items
 
 CLIPS = ("S1_Fall_13", "S3_Fall_01", "S4_Fall_01", "07_fall_to_knees_forward")
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.person_crops",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     p.add_argument("--out", default="benchmarks/results/real/person_crops.png")
     p.add_argument("--cache", default="benchmarks/results/real/cache")
     a = p.parse_args()

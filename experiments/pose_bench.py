@@ -1,6 +1,6 @@
 """The person/pose stage on real footage: how often it finds the person, and pose rules as a peer.
 
-    PYTHONPATH=. python experiments/pose_bench.py --out benchmarks/results/pose
+    python -m experiments.pose_bench --out benchmarks/results/pose
 
 1. Runs MoveNet MultiPose (`edge_hf.core.pose`) every `--interval-ms` of each clip's time on every
    clip and view of GMDCSA24 and ASSIST-IoT, on vtest.avi and on ../shared/data/negatives, and
@@ -30,12 +30,12 @@ from typing import Any
 
 import cv2
 import numpy as np
-import realbench as rb
 
 from edge_hf.core.pose import POSE_SIDE, Person, PoseEstimator, features
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, down_reasons, is_upright
 from edge_hf.core.video import cut, sample_file
 from edge_hf.training.data import parse_crop
+from experiments import realbench as rb
 
 log = logging.getLogger("pose_bench")
 NEGATIVES = Path("../shared/data/negatives")
@@ -235,7 +235,9 @@ def markdown(res: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.pose_bench", description=__doc__.splitlines()[0]
+    )
     p.add_argument("--out", default="benchmarks/results/pose")
     p.add_argument("--gmdcsa", default=str(rb.GMDCSA))
     p.add_argument("--assist", default=str(rb.ASSIST))

@@ -1,7 +1,7 @@
 """#30 item 3: a small learned head on pose features against the hand pose rules, same folds.
 
-    python experiments/pose_head.py --out benchmarks/results/real --seeds 0 1 2 [--threshold 0.5]
-    python experiments/pose_head.py --final models/pose-head.json   # fitted on every clip
+    python -m experiments.pose_head --out benchmarks/results/real --seeds 0 1 2 [--threshold 0.5]
+    python -m experiments.pose_head --final models/pose-head.json   # fitted on every clip
 
 MoveNet runs once over every clip view at the person stage's rate (5 Hz, cached under
 `<out>/cache`), the pose rules' tracker follows the people, and each tracked person at each tick
@@ -29,13 +29,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from realbench import ASSIST, FOLDS, GMDCSA, REVERSE, VTEST, Item, load_items
-from realbench.items import EARLY_S, VTEST_CALIBRATION_S
-from realbench.posehead import ALL, Poses, fold_head, poses_of, view_keys
-
 from edge_hf.core.pose import LookSettings
 from edge_hf.core.posefall import PoseFallRules
 from edge_hf.core.posehead import MODES, PoseHead
+from experiments.realbench import ASSIST, FOLDS, GMDCSA, REVERSE, VTEST, Item, load_items
+from experiments.realbench.items import EARLY_S, VTEST_CALIBRATION_S
+from experiments.realbench.posehead import ALL, Poses, fold_head, poses_of, view_keys
 
 log = logging.getLogger("pose_head")
 
@@ -97,7 +96,9 @@ def evaluate(
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.pose_head", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/real"))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--threshold", type=float, default=0.5)

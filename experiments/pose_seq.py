@@ -1,8 +1,8 @@
 """#41: the pose-sequence model, trained on generated motion seen from every camera plus real
 MoveNet tracks, measured against the pose rules and the learned head.
 
-    python experiments/pose_seq.py --out benchmarks/results/pose_seq --seeds 0 1 2   # make pose-seq
-    python experiments/pose_seq.py --final models/pose-seq.onnx --design conv1d
+    python -m experiments.pose_seq --out benchmarks/results/pose_seq --seeds 0 1 2   # make pose-seq
+    python -m experiments.pose_seq --final models/pose-seq.onnx --design conv1d
 
 Generated motion (`edge_hf.training.skeleton`, `edge_hf.training.posegen`): each motion is one
 person's 10 s (a fall of some style, or daily life), seen by one random camera with MoveNet's
@@ -46,17 +46,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from pose_head import NEGATIVES, evaluate
-from realbench import ASSIST, FOLDS, GMDCSA, REVERSE, VTEST, Item, load_items
-from realbench.items import VTEST_CALIBRATION_S
-from realbench.posehead import (
-    Poses,
-    fallen_from,
-    fold_head,
-    fold_training,
-    poses_of,
-    view_keys,
-)
 
 from edge_hf.core.pose import POSE_MODEL, POSE_RATE_HZ, Box, Person, iou
 from edge_hf.core.posefall import PoseFallRules
@@ -66,6 +55,17 @@ from edge_hf.core.posewindow import WindowSpec
 from edge_hf.training import posegen, skeleton
 from edge_hf.training.poseseq import DESIGNS, FitSettings, WindowSet, export, fit, motion_windows
 from edge_hf.training.poseseq import real_windows as clip_windows
+from experiments.pose_head import NEGATIVES, evaluate
+from experiments.realbench import ASSIST, FOLDS, GMDCSA, REVERSE, VTEST, Item, load_items
+from experiments.realbench.items import VTEST_CALIBRATION_S
+from experiments.realbench.posehead import (
+    Poses,
+    fallen_from,
+    fold_head,
+    fold_training,
+    poses_of,
+    view_keys,
+)
 
 log = logging.getLogger("pose_seq")
 
@@ -270,7 +270,9 @@ EPOCHS = 8
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.pose_seq", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/pose_seq"))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--designs", nargs="+", choices=DESIGNS, default=list(DESIGNS))

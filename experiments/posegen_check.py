@@ -1,6 +1,6 @@
 """#41: are the generated pose detections (`edge_hf.training.posegen`) like MoveNet's on real clips?
 
-    PYTHONPATH=. python experiments/posegen_check.py [--cache benchmarks/results/real/cache]
+    python -m experiments.posegen_check [--cache benchmarks/results/real/cache]
         [--takes 160] [--seed 0] [--plot out.png]
 
 Real: every distinct cached pose track under `--cache` (`edge_hf.core.pose.clip_people`'s
@@ -159,7 +159,9 @@ def plot(path: Path, seed: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m experiments.posegen_check", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--cache", type=Path, default=Path("benchmarks/results/real/cache"))
     ap.add_argument("--takes", type=int, default=160)
     ap.add_argument("--seed", type=int, default=0)
@@ -178,7 +180,7 @@ def main() -> None:
     ticks = int(sum(len(t) for t, _ in real))
     head = (
         "# Generated pose detections against MoveNet's (#41)\n\n"
-        f"`PYTHONPATH=. python experiments/posegen_check.py --takes {args.takes} --seed "
+        f"`python -m experiments.posegen_check --takes {args.takes} --seed "
         f"{args.seed}`. Real: {len(real)} distinct cached MoveNet tracks ({ticks} ticks at 5 Hz, "
         "the real benchmark's GMDCSA24 and ASSIST-IoT clip views; a few ASSIST-IoT views twice, "
         "once cut with the crop before the mirrored clips were corrected). Generated: "

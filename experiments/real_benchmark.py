@@ -1,10 +1,10 @@
-"""Real-footage benchmark (make real-bench): the command line of the `realbench` package beside
-this script (experiments/realbench/__init__.py says what it measures and how).
+"""Real-footage benchmark (make real-bench): the command line of the `experiments.realbench`
+package (experiments/realbench/__init__.py says what it measures and how).
 
-    python experiments/real_benchmark.py --out benchmarks/results/real
+    python -m experiments.real_benchmark --out benchmarks/results/real
 """
 
-from realbench.cli import main
+from experiments.realbench.cli import main
 
 if __name__ == "__main__":
     main()

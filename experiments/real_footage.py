@@ -1,7 +1,7 @@
 """Real-footage experiment on GMDCSA24, split by subject: T=1 vs T=3 vs T=5 vs time-shuffled, and
 the window's span (T x interval), each over several training seeds (mean and spread).
 
-    python experiments/real_footage.py --data ../shared/data/gmdcsa24 --test-subjects 3 \
+    python -m experiments.real_footage --data ../shared/data/gmdcsa24 --test-subjects 3 \
         --seeds 0 1 2 --out runs/real
 
 Writes `<out>/results.json` and `<out>/results.md`. Each run trains on the other subjects, keeps
@@ -60,7 +60,11 @@ def split_manifest(data: Path, test_subjects: list[str], out: Path) -> tuple[Pat
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.real_footage",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     p.add_argument("--data", default="../shared/data/gmdcsa24")
     p.add_argument("--test-subjects", nargs="+", default=["3"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])

@@ -1,6 +1,6 @@
 """Where in the picture does a fold model see "a person down"? An occlusion map.
 
-    python experiments/where_down.py --out /work/bench_out/real --seed 0 --fold A \
+    python -m experiments.where_down --out /work/bench_out/real --seed 0 --fold A \
         --png benchmarks/results/real/where_down.png
 
 For a few windows of the fold's held-out clips (and, for comparison, of a GMDCSA24 fall), slides
@@ -17,13 +17,13 @@ import logging
 from pathlib import Path
 
 import numpy as np
-import realbench as rb
 
 from edge_hf.core.hyperframe import frame_indices, stack_frames
 from edge_hf.core.runtime import read_contract
 from edge_hf.core.video import decode_video
 from edge_hf.daemon.classifier import OnnxFallClassifier
 from edge_hf.training.data import parse_crop
+from experiments import realbench as rb
 
 # (clip id, view 1 = main / 2 = side, centre time s, what is in it)
 WINDOWS = [
@@ -69,7 +69,11 @@ def occlusion(clf: OnnxFallClassifier, frames: list[np.ndarray], down: int, patc
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.where_down",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     rb.add_fold_model_args(p)
     p.add_argument("--model", help="this ONNX model instead of the fold model")
     p.add_argument("--patch", type=float, default=0.25, help="side of the square, of the frame")

@@ -1,11 +1,11 @@
-"""The benchmark's clips as a motion-zoomed camera would see them (`realbench.zoom`).
+"""The benchmark's clips as a motion-zoomed camera would see them (`experiments.realbench.zoom`).
 
 Renders them as the benchmark's row "160px, motion zoom" does (`real_benchmark.zoomed_items`:
 `MotionZoom` sees the frame nearest each sampling tick, every frame is written as the crop
 current at its time; how much each clip zoomed and how often the crop moved is logged) and
 writes a contact sheet of some of them, to look at what the model was given.
 
-    PYTHONPATH=. python experiments/zoomed_clips.py --out /tmp/zoomed --sheet /tmp/zoom.png
+    python -m experiments.zoomed_clips --out /tmp/zoomed --sheet /tmp/zoom.png
 """
 
 from __future__ import annotations
@@ -41,7 +41,11 @@ def contact_sheet(videos: list[Path], path: Path, per_clip: int = 6, height: int
 def main() -> None:
     from experiments.realbench import ASSIST, GMDCSA, VTEST, load_items, zoomed_items
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.zoomed_clips",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     p.add_argument("--out", required=True)
     p.add_argument("--interval-ms", type=float, default=100.0)
     p.add_argument("--sheet", help="also write a contact sheet PNG of some zoomed clips")

@@ -1,6 +1,6 @@
 """Real-footage benchmark, event-level through the daemon's own replay and detector.
 
-    python experiments/real_benchmark.py --out benchmarks/results/real   # or: make real-bench
+    python -m experiments.real_benchmark --out benchmarks/results/real   # or: make real-bench
 
 Folds: leave one subject out over GMDCSA24's four subjects (S1-S4), and ASSIST-IoT as a fifth fold
 (a room, cameras and people none of the other folds saw; its 18 look-alike daily activities are
@@ -23,7 +23,8 @@ Columns, summed over the five folds and then mean ± sd over seeds:
 
 The package: `items` (clips, folds, manifests), `variants` (the rows), `training` (fold models),
 `scoring` (replay and figures), `tables` (results.md, tradeoff.png), `cli` (the command line),
-`zoom` (the motion-zoom row's camera crop). Other experiment scripts import it as `realbench`.
+`zoom` (the motion-zoom row's camera crop). Other experiment scripts import it as
+`experiments.realbench`.
 
 Results accumulate in `<out>/runs.json` (a run already there is not redone), so the benchmark can be
 stopped and resumed; `<out>/results.md` is the table.

@@ -1,4 +1,4 @@
-"""`python experiments/real_benchmark.py` (make real-bench): run rows and seeds, resumable."""
+"""`python -m experiments.real_benchmark` (make real-bench): run rows and seeds, resumable."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from .variants import SHIPPED_ROW, VARIANTS
 def main() -> None:
     np.seterr(all="ignore")
     p = argparse.ArgumentParser(
+        prog="python -m experiments.real_benchmark",
         description=sys.modules[__package__].__doc__,
         formatter_class=argparse.RawTextHelpFormatter,
     )

@@ -1,0 +1,1 @@
+"""Experiments and the real-footage benchmark: run each as `python -m experiments.<name>`."""
