@@ -3,16 +3,25 @@
 Every import counts: at module level, inside functions (lazy imports), under `if TYPE_CHECKING:`,
 absolute and relative. A lazy import hides a circle from Python, not from the reader: the two
 modules still cannot be understood (or moved) one without the other.
+
+`experiments` is one package too, run as `python -m experiments.<name>` from the repository root:
+its modules import each other as `experiments.realbench` (never `realbench`, which would load the
+same file a second time under another name) and none edits `sys.path`.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "edge_hf"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "edge_hf"
+EXPERIMENTS = ROOT / "experiments"
 
 
 @dataclass(frozen=True, order=True)
@@ -253,3 +262,88 @@ def test_the_check_passes_a_tree_with_a_package_reexporting_its_modules(tmp_path
     assert set(graph["pkg.conf.load"]) == {"pkg.conf.schema"}
     assert set(graph["pkg.app"]) == {"pkg.conf"}
     assert knots(graph) == []
+
+
+def test_experiments_have_no_import_cycle() -> None:
+    found = circles(import_graph(EXPERIMENTS))
+    assert found == [], "import circles in experiments:\n" + "\n".join(found)
+
+
+def _sibling_names(root: Path) -> set[str]:
+    """The names a module directly under `root` would have if `root` itself were on sys.path."""
+    return {
+        path.stem if path.is_file() else path.name
+        for path in root.iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
+    }
+
+
+def path_hacks(root: Path, package: Path | None = None) -> list[str]:
+    """Every import under `root` that reads a module of the package `package` (default: `root`)
+    by its bare name (`import realbench`, `from pose_head import x`: works only with `package` on
+    sys.path, and loads the file a second time beside `experiments.realbench`), and every use of
+    `sys.path`."""
+    siblings = _sibling_names(package or root)
+    found: list[tuple[str, int, str]] = []
+    for path in sorted(root.rglob("*.py")):
+        source = path.read_text()
+        rel = path.relative_to(root.parent).as_posix()
+        tree = ast.parse(source, filename=str(path))
+        for node, _ in _imports(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                names = [node.module or ""] if node.level == 0 else []
+            if any(n.partition(".")[0] in siblings for n in names):
+                text = " ".join((ast.get_source_segment(source, node) or "").split())
+                found.append((rel, node.lineno, text))
+        for sub in ast.walk(tree):
+            if (
+                isinstance(sub, ast.Attribute)
+                and sub.attr == "path"
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id == "sys"
+            ):
+                found.append((rel, sub.lineno, "sys.path"))
+    return [f"{rel}:{line}: {text}" for rel, line, text in sorted(found)]
+
+
+def test_experiments_import_their_package_by_its_full_name() -> None:
+    assert (EXPERIMENTS / "__init__.py").is_file()
+    found = path_hacks(EXPERIMENTS) + path_hacks(ROOT / "tests", package=EXPERIMENTS)
+    assert found == [], "imports that need experiments/ on sys.path:\n" + "\n".join(found)
+
+
+def test_the_path_check_sees_bare_sibling_imports_and_sys_path(tmp_path: Path) -> None:
+    pkg = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/a.py": "",
+            "pkg/tool.py": "import os\nfrom pkg.sub import a\nfrom .sub.a import b\n",
+            "pkg/bad.py": "import sys\nsys.path.insert(0, '.')\nimport sub.a as a\n",
+            "pkg/lazy.py": "def f():\n    from tool import x\n",
+        },
+    )
+    assert path_hacks(pkg) == [
+        "pkg/bad.py:2: sys.path",
+        "pkg/bad.py:3: import sub.a as a",
+        "pkg/lazy.py:2: from tool import x",
+    ]
+
+
+def test_experiment_scripts_run_as_modules_from_the_repository_root() -> None:
+    """`python -m experiments.<name> --help` with no PYTHONPATH: the root alone is enough."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for name in ("real_benchmark", "pose_head", "look_bench"):
+        r = subprocess.run(
+            [sys.executable, "-m", f"experiments.{name}", "--help"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 0, f"experiments.{name}:\n{r.stderr}"
+        assert r.stdout.startswith(f"usage: python -m experiments.{name} "), r.stdout[:200]
