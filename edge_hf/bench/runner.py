@@ -460,7 +460,7 @@ def markdown(res: dict[str, Any]) -> str:
             f"{s['windows_across_threshold']} |",
             "",
             "Event-level accuracy on held-out folds needs the benchmark's fold models: "
-            "`python experiments/int8_real.py` (benchmarks/README.md, int8).",
+            "`python -m experiments.int8_real` (benchmarks/README.md, int8).",
             "",
         ]
     if "capacity" in res:
