@@ -28,7 +28,8 @@ from tests.conftest import SHARED_DATA, SHIPPED_MODEL
 
 VTEST = SHARED_DATA / "capture" / "vtest.avi"
 REAL_MODEL = SHIPPED_MODEL.parent / "fall-real-efficientnet_lite0-t3.onnx"
-pytestmark = pytest.mark.skipif(
+# Only the tests that replay vtest.avi need it (the search and quiet-point tests are pure).
+needs_vtest = pytest.mark.skipif(
     not (VTEST.exists() and SHIPPED_MODEL.exists()), reason="needs ../shared/data and the model"
 )
 
@@ -122,6 +123,7 @@ def _events(config: Path, video: Path, camera: str = "street") -> int:
     return sum(e.type == "start" for e in sink.events)
 
 
+@needs_vtest
 def test_the_calibrated_threshold_keeps_the_site_quiet_and_is_tight(tmp_path: Path) -> None:
     config = _config(tmp_path)
     result = calibrate(load_config(config), "street", [VTEST], 0.0, margin=0.0)
@@ -150,6 +152,7 @@ def test_the_calibrated_threshold_keeps_the_site_quiet_and_is_tight(tmp_path: Pa
     assert (_events(config, fall) >= 1) == (fall_peak >= cfg.cameras[0].threshold)
 
 
+@needs_vtest
 def test_calibration_does_not_go_below_the_models_operating_point_unless_asked(
     tmp_path: Path,
 ) -> None:
@@ -162,6 +165,7 @@ def test_calibration_does_not_go_below_the_models_operating_point_unless_asked(
     assert "the model's operating point" in kept.report()
 
 
+@needs_vtest
 def test_several_recordings_each_stay_silent(tmp_path: Path) -> None:
     config = load_config(_config(tmp_path))
     (lie_down,) = [p for p in write_demo_clips(tmp_path / "demo") if "lie_down" in p.name]
@@ -177,6 +181,7 @@ def test_several_recordings_each_stay_silent(tmp_path: Path) -> None:
     assert both.events_at_current == sum(c.events_at_current for c in each)
 
 
+@needs_vtest
 def test_calibrate_cli_prints_the_distribution_and_refuses_mistakes(tmp_path: Path) -> None:
     config = _config(tmp_path)
     cli = [sys.executable, "-m", "edge_hf.cli", "--log-level", "WARNING", "calibrate", "--config", str(config)]  # fmt: skip
