@@ -139,28 +139,6 @@ def test_a_journal_that_is_not_an_object_starts_empty(tmp_path: Path, text: str)
     assert len(journal) == 0 and journal.leftovers() == []
 
 
-def test_damaged_outbox_rows_are_dropped_not_sent(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    path = tmp_path / "outbox.sqlite3"
-    box = Outbox(path)
-    box.add("edge_hf/box/hall/event", b"first", 1)
-    db = sqlite3.connect(str(path))
-    rows = [("edge_hf/box/hall/event", b"qos7", 7, 0), ("a/#", b"wild", 1, 0),
-            ("", b"empty", 1, 0), ("edge_hf/box/hall/event", b"retain5", 1, 5)]  # fmt: skip
-    db.executemany(
-        "INSERT INTO outbox (topic, payload, qos, retain, created) VALUES (?, ?, ?, ?, 0)", rows
-    )
-    db.commit()
-    db.close()
-    box.add("edge_hf/box/hall/event", b"last", 1)
-    with caplog.at_level(logging.ERROR):
-        pending = box.pending()
-    assert [p[2] for p in pending] == [b"first", b"last"]
-    assert len(box) == 2, "the damaged rows are deleted"
-    assert sum("dropping damaged row" in r.message for r in caplog.records) == 4
-
-
 def test_damaged_state_files_do_not_keep_the_daemon_offline(broker: Broker, tmp_path: Path) -> None:
     # 4 and 6: an outbox row with qos 7 and an announced.json naming "a/#": availability online,
     # the good alert delivered.
