@@ -13,44 +13,11 @@ from pathlib import Path
 import pytest
 
 from edge_hf.daemon.capture import CaptureThread
-from edge_hf.daemon.config import MqttConfig
-from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sources import OpenCVSource
-from tests.broker import Broker
 from tests.conftest import SHARED_DATA, moving_clip, wait_or_fail
-from tests.test_mqtt import Subscriber, _event
 
 # ------------------------------------------------------------------ outbox
-
-
-def _connected(broker: Broker, tmp_path: Path, topic: str) -> tuple[Subscriber, MqttSink]:
-    """A subscriber on `topic`, then a started MQTT sink that has connected."""
-    sub = Subscriber(broker.port, topic)
-    assert sub.subscribed.wait(20), "the subscription acknowledged"
-    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
-    sink.start()
-    assert sink.connected.wait(10)
-    return sub, sink
-
-
-def test_paho_network_thread_ending_is_noticed_and_the_client_rebuilt(
-    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    sub, sink = _connected(broker, tmp_path, "edge_hf/+/+/event")
-    first = sink.client
-    with caplog.at_level(logging.ERROR):
-        first._thread_terminate = True  # the network thread ends as if it had crashed
-        deadline = time.monotonic() + 15
-        while sink.client is first and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert sink.client is not first, "a new client replaced the dead one"
-        assert sink.connected.wait(10)
-    assert any("network thread ended" in r.message for r in caplog.records)
-    sink.send(_event(9))
-    sub.wait_for(lambda m: len(m) >= 1)
-    sink.close()
-    sub.close()
 
 
 # ------------------------------------------------------------------ capture
@@ -248,28 +215,6 @@ def test_a_config_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     assert (
         proc.returncode == 2 and "not UTF-8 text" in proc.stderr and "Traceback" not in proc.stderr
     )
-
-
-def test_a_burst_of_home_assistant_online_messages_gives_one_rediscovery(
-    broker: Broker, tmp_path: Path
-) -> None:
-    import paho.mqtt.client as mqtt
-    from paho.mqtt.enums import CallbackAPIVersion
-
-    sub, sink = _connected(broker, tmp_path, "homeassistant/binary_sensor/#")
-    sub.wait_for(lambda m: len(m) >= 1)
-    before = len(sub.messages)
-    ha = mqtt.Client(CallbackAPIVersion.VERSION2)
-    ha.connect("127.0.0.1", broker.port)
-    ha.loop_start()
-    for _ in range(200):
-        ha.publish("homeassistant/status", "online", qos=1)
-    time.sleep(3)
-    ha.loop_stop()
-    resent = len(sub.messages) - before
-    assert 1 <= resent <= 3, resent
-    sink.close()
-    sub.close()
 
 
 def test_a_crop_past_the_frame_is_one_line_at_replay(tiny_onnx: Path, tmp_path: Path) -> None:
