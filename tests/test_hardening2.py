@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from pathlib import Path
 
 import numpy as np
@@ -141,9 +140,8 @@ def test_a_journal_that_is_not_an_object_starts_empty(tmp_path: Path, text: str)
 import fcntl  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
-import threading  # noqa: E402
 
-from edge_hf.training.synth import write_demo_clips, write_video  # noqa: E402
+from edge_hf.training.synth import write_demo_clips  # noqa: E402
 from tests.conftest import SHIPPED_MODEL  # noqa: E402
 
 
@@ -307,53 +305,6 @@ def test_check_refuses_what_run_would_refuse(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ 11, 12: slow and blind cameras
-
-
-def _video(path: Path, fps: float, seconds: float, black: bool = False) -> Path:
-    rng = np.random.default_rng(1)
-    frames = (
-        np.zeros((96, 128, 3), np.uint8) if black else rng.integers(0, 256, (96, 128, 3), np.uint8)
-        for _ in range(round(fps * seconds))
-    )
-    write_video(path, frames, fps, (128, 96))
-    return path
-
-
-def _statuses(tmp_path: Path, video: Path, seconds: float, **camera: object) -> list[str]:
-    from edge_hf.daemon.app import build_pipeline
-    from edge_hf.daemon.config import Config
-
-    cfg = Config.model_validate({
-        "device_id": "box", "model": {"path": str(SHIPPED_MODEL), "providers": ["cpu"]},
-        "cameras": [{"name": "hall", "source": str(video), "loop": True, **camera}],
-        "state_dir": str(tmp_path / "state"),
-    })  # fmt: skip
-    sink = RecordingSink()
-    pipeline = build_pipeline(cfg, sink, score_history=None)
-    pipeline.start()
-    th = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
-    th.start()
-    time.sleep(seconds)
-    pipeline.stop.set()
-    th.join(20)
-    return [s for _, s in sink.statuses]
-
-
-def test_a_camera_too_slow_for_the_model_is_reported_slow(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    video = _video(tmp_path / "3fps.mp4", 3.0, 2.0)
-    with caplog.at_level(logging.WARNING):
-        statuses = _statuses(tmp_path, video, 6.0)
-    assert "slow" in statuses, statuses
-    assert any("frames/s but the model samples every 100 ms" in r.message for r in caplog.records)
-
-
-def test_a_black_camera_is_reported_blind_and_a_live_one_is_not(tmp_path: Path) -> None:
-    black = _video(tmp_path / "black.mp4", 10.0, 2.0, black=True)
-    assert "blind" in _statuses(tmp_path, black, 3.5, blind_after_s=1.0)
-    noisy = _video(tmp_path / "noisy.mp4", 10.0, 2.0)
-    assert set(_statuses(tmp_path, noisy, 3.5, blind_after_s=1.0)) <= {"online", "offline"}
 
 
 # ------------------------------------------------------------------ 13 and smaller ones
