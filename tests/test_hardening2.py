@@ -259,51 +259,6 @@ def test_calibrate_write_replaces_a_threshold_written_before_the_name(tmp_path: 
 # ------------------------------------------------------------------ 9, 10: check refuses what run would
 
 
-@pytest.mark.parametrize(
-    "text",
-    ["device_id: a\ndevice_id: b\nmodel: {path: m.onnx}\ncameras: [{name: a, source: x}]\n",
-     "device_id: a\nmodel: {path: m.onnx}\ncameras:\n  - {name: a, source: x}\n"
-     "cameras:\n  - {name: b, source: y}\n"],
-    ids=["device_id", "cameras"],
-)  # fmt: skip
-def test_a_key_given_twice_is_refused_naming_both_lines(text: str) -> None:
-    from edge_hf.core.errors import UserError
-    from edge_hf.daemon.config import parse_config
-
-    with pytest.raises(UserError, match=r"c\.yaml:\d: key '\w+' is already set on line \d"):
-        parse_config(text, "c.yaml")
-
-
-def _check_config(tmp_path: Path, state_dir: Path, extra: str = "") -> Path:
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text(
-        f"device_id: box\nmodel: {{path: {SHIPPED_MODEL}, providers: [cpu]}}\n"
-        f"cameras: [{{name: hall, source: x.mp4}}]\nstate_dir: {state_dir}\n{extra}"
-    )
-    return cfg
-
-
-def test_check_refuses_what_run_would_refuse(tmp_path: Path) -> None:
-    import socket
-
-    for state, needle in ((Path("/tmp"), "writable by other users"),
-                          (tmp_path / "afile", "is not a folder")):  # fmt: skip
-        (tmp_path / "afile").write_text("x")
-        proc = _cli("check", "--config", str(_check_config(tmp_path, state)))
-        assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen(1)
-        port = held.getsockname()[1]
-        extra = f"metrics: {{enabled: true, port: {port}}}\n"
-        proc = _cli("check", "--config", str(_check_config(tmp_path, tmp_path / "s", extra)))
-        assert proc.returncode == 2 and f"metrics.port {port}: cannot listen" in proc.stderr
-    proc = _cli("check", "--config", str(_check_config(tmp_path, tmp_path / "s", extra)))
-    assert proc.returncode == 0, proc.stderr
-    assert not (tmp_path / "s").exists(), "check creates nothing"
-
-
 # ------------------------------------------------------------------ 11, 12: slow and blind cameras
 
 
