@@ -3,15 +3,13 @@ network thread dying, and configs or models that must be refused in one line at 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_DATA, moving_clip, wait_or_fail
+from tests.conftest import moving_clip
 
 # ------------------------------------------------------------------ outbox
 
@@ -20,77 +18,6 @@ from tests.conftest import SHARED_DATA, moving_clip, wait_or_fail
 
 
 # ------------------------------------------------------------------ refused at check
-
-
-def _vtest_config(tmp_path: Path, model: Path, camera: str, state: str) -> Path:
-    """A one-camera config on a generated 768x576 clip with `camera`'s extra keys."""
-    video = moving_clip()
-    config = tmp_path / "c.yaml"
-    config.write_text(
-        f"device_id: t\nmodel: {{path: {model}, providers: [cpu]}}\n"
-        f"cameras: [{{name: a, source: {video}, {camera}}}]\nstate_dir: {tmp_path / state}\n"
-    )
-    return config
-
-
-def test_a_second_daemon_on_the_same_state_dir_is_refused(tiny_onnx: Path, tmp_path: Path) -> None:
-    config = _vtest_config(tmp_path, tiny_onnx, "loop: true", "state")
-    cmd = [sys.executable, "-m", "edge_hf.cli", "run", "--config", str(config)]
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        lock = tmp_path / "state" / "edge-hf.lock"
-        while time.monotonic() < deadline and not (lock.exists() and lock.read_text().strip()):
-            time.sleep(0.2)
-        second = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=60)
-        lines = second.stderr.strip().splitlines()
-        assert second.returncode == 2 and len(lines) == 1, second.stderr
-        assert f"in use by another edge-hf (pid {first.pid})" in lines[0]
-    finally:
-        first.terminate()
-        first.communicate(timeout=30)
-    assert first.returncode == 0
-    again = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # Not a fixed sleep: wait until it holds the lock (its pid written there) or has exited. A
-    # start refused as "in use" exits before writing its pid, so this ends either way.
-    wait_or_fail(
-        lambda: (
-            again.poll() is not None
-            or (lock.exists() and lock.read_text().strip() == str(again.pid))
-        ),
-        60,
-        "the restarted daemon to take the lock or exit",
-    )
-    again.terminate()
-    _, err = again.communicate(timeout=30)
-    assert "in use" not in err, "the lock goes with the process"
-
-
-def test_replay_warns_when_a_file_stops_decoding_early(tiny_onnx: Path, tmp_path: Path) -> None:
-    tree = SHARED_DATA / "capture" / "tree.avi"
-    if not tree.exists():
-        pytest.skip("../shared/data not present")
-    odd = tmp_path / "my fall#1.avi"  # spaces and '#' in the name become the camera's name
-    odd.write_bytes(tree.read_bytes())
-    proc = subprocess.run(
-        [sys.executable, "-m", "edge_hf.cli", "replay", "--model", str(tiny_onnx), "--video",
-         str(odd), "--state-dir", str(tmp_path / "s")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert "decoding stopped at frame 68 of the 444" in proc.stderr
-    assert "Traceback" not in proc.stderr
-
-
-def test_a_crop_past_the_frame_is_one_line_at_replay(tiny_onnx: Path, tmp_path: Path) -> None:
-    config = _vtest_config(tmp_path, tiny_onnx, "crop: [700, 0, 200, 100]", "s")
-    proc = subprocess.run(
-        [sys.executable, "-m", "edge_hf.cli", "--log-level", "WARNING", "replay", "--config", str(config)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert len(lines) == 1 and "reaches past the 768x576 frame" in lines[-1], proc.stderr
 
 
 # ------------------------------------------------------------------ long outages, state_dir
