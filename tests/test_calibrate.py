@@ -202,6 +202,54 @@ def test_calibrate_cli_prints_the_distribution_and_refuses_mistakes(tmp_path: Pa
         assert bad.returncode == 2 and len(lines) == 1 and needle in lines[0], bad.stderr
 
 
+# ------------------------------------------------------------------ calibrate --write, full disk
+
+
+CAMERAS = "device_id: box\nmodel: {path: m.onnx}\nstate_dir: /var/lib/edge-hf\ncameras:\n"
+
+
+def _write_in_child(config: Path, limit: int | None) -> subprocess.CompletedProcess[str]:
+    """write_threshold in a child whose files may not grow past `limit` bytes (a full disk)."""
+    code = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from edge_hf.core.errors import UserError\n"
+        "from edge_hf.daemon.calibrate import write_threshold\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        f"limit = {limit}\n"
+        "if limit: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))\n"
+        "try: write_threshold(Path(sys.argv[1]), 'hall', 0.42)\n"
+        "except UserError as e: print(e); sys.exit(2)\n"
+    )
+    return subprocess.run([sys.executable, "-c", code, str(config)], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+
+
+def test_calibrate_write_on_a_full_disk_leaves_config_and_backup_whole(tmp_path: Path) -> None:
+    config = tmp_path / "edge-hf.yaml"
+    good = CAMERAS + "  - name: hall\n    source: rtsp://cam/1\n" + "# padding\n" * 40
+    config.write_text(good)
+    backup = config.with_suffix(".yaml.bak")
+    backup.write_text(good)
+    proc = _write_in_child(config, limit=len(good) // 2)
+    assert proc.returncode == 2 and "cannot write" in proc.stdout and "unchanged" in proc.stdout
+    assert config.read_text() == good, "the config is whole"
+    assert backup.read_text() == good, "a good .bak is never replaced by a cut one"
+    assert not list(tmp_path.glob(".*.tmp")), "no temporary file left behind"
+    assert _write_in_child(config, None).returncode == 0
+    assert "    threshold: 0.420\n" in config.read_text() and backup.read_text() == good
+
+
+def test_calibrate_write_replaces_a_threshold_written_before_the_name(tmp_path: Path) -> None:
+    config = tmp_path / "edge-hf.yaml"
+    config.write_text(CAMERAS + "  - threshold: 0.6\n    name: hall\n    source: x\n"
+                      "  - name: porch\n    threshold: 0.7\n    source: y\n")  # fmt: skip
+    assert _write_in_child(config, None).returncode == 0
+    text = config.read_text()
+    assert text.count("threshold:") == 2, text
+    assert "  - threshold: 0.420\n    name: hall\n" in text and "threshold: 0.7\n" in text
+
+
 ASSIST = SHARED_DATA / "assist_iot" / "videos" / "adl"
 LIE_DOWN = ASSIST / "11_sitting_laying_down_slowly.mp4"  # sits on a raised bed, lies down on it
 WALK = ASSIST / "01_walking_slowly.mp4"
