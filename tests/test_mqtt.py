@@ -27,7 +27,7 @@ from edge_hf.daemon.events import FallEvent, ModelInfo
 from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.daemon.outbox import Outbox
 from edge_hf.training.synth import write_demo_clips
-from tests.broker import Broker, alerts_printed, free_port, make_tls
+from tests.broker import Broker, alerts_printed, free_port, make_tls, refusals
 from tests.conftest import SHIPPED_MODEL, wait_or_fail
 
 SCHEMA = json.loads((Path(edge_hf.__file__).parent / "event.schema.json").read_text())
@@ -170,8 +170,9 @@ def test_discovery_is_resent_when_home_assistant_comes_online(
     sink.start()
     assert sink.connected.wait(10)
     sub = Subscriber(broker.port, "homeassistant/binary_sensor/box/hall_fall/config")
-    sub.wait_for(lambda m: len(m) >= 1)  # the config (retained, or live if we were early)
-    time.sleep(1.0)
+    # The config, once: the sink announced it on connect (retained; live if we were early) and
+    # sends it again only when Home Assistant says online (or on a reconnect): no other copy comes.
+    sub.wait_for(lambda m: len(m) >= 1)
     before = len(sub.wait_for(lambda m: True))
     ha = mqtt.Client(CallbackAPIVersion.VERSION2)
     ha.connect("127.0.0.1", broker.port)
@@ -194,17 +195,33 @@ def _connected(broker: Broker, tmp_path: Path, topic: str) -> tuple[Subscriber, 
 
 
 def test_a_burst_of_home_assistant_online_messages_gives_one_rediscovery(
-    broker: Broker, tmp_path: Path
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     sub, sink = _connected(broker, tmp_path, "homeassistant/binary_sensor/#")
-    sub.wait_for(lambda m: len(m) >= 1)
+    per = sum("/binary_sensor/" in t for t in sink.discovery())  # messages in one announce
+    sub.wait_for(lambda m: len(m) >= per)  # the announce on connect (we subscribed before it)
     before = len(sub.messages)
     ha = mqtt.Client(CallbackAPIVersion.VERSION2)
     ha.connect("127.0.0.1", broker.port)
     ha.loop_start()
-    for _ in range(200):
-        ha.publish("homeassistant/status", "online", qos=1)
-    time.sleep(3)
+    with caplog.at_level(logging.INFO, logger="edge_hf.daemon.mqtt"):
+        for _ in range(200):
+            ha.publish("homeassistant/status", "online", qos=1)
+        # Not a fixed sleep. An ack for a camera the sink does not have, sent after the burst by
+        # the same client, reaches the sink after every "online" of it: once the sink has logged
+        # it, the burst is handled, and once the re-send that the burst started has run, no
+        # other can come. Then every message it re-sent arrives.
+        ha.publish("edge_hf/box/burst-end/ack", b"", qos=1).wait_for_publish(10)
+
+        def logged(text: str) -> int:
+            return sum(text in r.getMessage() for r in caplog.records)
+
+        wait_or_fail(lambda: logged("burst-end") == 1, 30, "the sink to hear the whole burst")
+        timer = sink._announce_timer
+        wait_or_fail(lambda: timer is not None and not timer.is_alive(), 30, "the re-send")
+        resends = logged("re-sending discovery")
+        assert resends >= 1, "the burst was answered"
+        sub.wait_for(lambda m: len(m) - before >= per * resends)
     ha.loop_stop()
     resent = len(sub.messages) - before
     assert 1 <= resent <= 3, resent
@@ -228,7 +245,7 @@ def test_broker_down_30s_every_event_arrives_in_order(broker: Broker, tmp_path: 
     while time.monotonic() - t0 < 30:  # events keep happening during a 30 s outage
         sink.send(_event(n, "start" if n % 2 == 0 else "end"))
         n += 1
-        time.sleep(1.5)
+        time.sleep(1.5)  # paces the events (one every 1.5 s); decides nothing
     assert len(sink.outbox) >= 20 - 3, "undelivered events wait in the outbox"
     broker.start()
     sub.wait_for(lambda m: len(m) >= n, timeout=40)
@@ -354,7 +371,8 @@ def test_wrong_password_is_one_line_and_the_daemon_keeps_retrying(
         env = {**os.environ, "EDGE_PW": "wrong"}
         daemon = subprocess.Popen(_cli("run", "--config", str(cfg)), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
-        time.sleep(8)
+        # Not a fixed sleep: until the broker has refused it four times (tries after 1, 2, 4 s).
+        wait_or_fail(lambda: refusals(broker) >= 4, 60, "four refused connections")
         assert daemon.poll() is None, "still running"
         daemon.terminate()
         _, err = daemon.communicate(timeout=20)
@@ -373,7 +391,9 @@ def test_the_reconnect_backoff_is_capped_well_under_the_keepalive(
     sink.start()
     assert sink.connected.wait(10)
     broker.stop()
-    time.sleep(16)  # an uncapped backoff (1, 2, 4, 8, 16 s…) would next try ~15 s after it is back
+    # The outage itself, not a wait for anything: long enough that an uncapped backoff (1, 2, 4,
+    # 8, 16 s…) would next try ~15 s after the broker is back. The reconnect time decides.
+    time.sleep(16)
     broker.start()
     t0 = time.monotonic()
     assert sink.connected.wait(15)
