@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import wait_or_fail
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -469,7 +471,6 @@ def test_a_live_camera_of_tiny_frames_is_stalled_with_its_reason_and_doctor_fail
 ) -> None:
     import logging
     import threading
-    import time
 
     from edge_hf.daemon.app import build_pipeline
     from edge_hf.daemon.config import Config
@@ -487,7 +488,10 @@ def test_a_live_camera_of_tiny_frames_is_stalled_with_its_reason_and_doctor_fail
         pipeline.start()
         runner = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
         runner.start()
-        time.sleep(4.0)
+        # Not a fixed sleep: until it is stalled. Its first sampled frame stalls it before any
+        # window (so no event), and it stays stalled, saying nothing more, the 30 s until it
+        # reopens.
+        wait_or_fail(lambda: ("hall", "stalled") in sink.statuses, 60, "the camera stalled")
         pipeline.stop.set()
         runner.join(20)
     assert "stalled" in [s for _, s in sink.statuses] and not sink.events

@@ -278,17 +278,21 @@ def test_a_missing_camera_is_retried_while_another_keeps_producing(tmp_path: Pat
     for th in threads.values():
         th.start()
     try:
-        time.sleep(1.5)
-        assert threads["b"].stats.state == "stalled" and threads["b"].stats.reconnects >= 1
+        # Not fixed sleeps: b retried while a sampled; then, once b is back, a keeps pace with it.
+        wait_or_fail(
+            lambda: threads["b"].stats.state == "stalled" and threads["b"].stats.reconnects >= 1,
+            20, "camera b to be retried",
+        )  # fmt: skip
+        wait_or_fail(lambda: rings["a"].seq >= 10, 20, "10 samples of a while b is missing")
         a_before = rings["a"].seq
-        assert a_before >= 10, "camera a samples at 10 Hz regardless"
         shutil.copy(good, late)  # the camera comes back
-        deadline = time.monotonic() + 10
-        while rings["b"].seq < 5 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert threads["b"].stats.state == "online" and rings["b"].seq >= 5
-        time.sleep(1.0)
-        assert rings["a"].seq >= a_before + 10, "a never paused for b"
+        wait_or_fail(
+            lambda: threads["b"].stats.state == "online" and rings["b"].seq >= 5,
+            10, "camera b back, 5 samples",
+        )  # fmt: skip
+        b_back = rings["b"].seq
+        wait_or_fail(lambda: rings["b"].seq >= b_back + 10, 20, "10 more samples of b")
+        assert rings["a"].seq >= a_before + 10, "a never paused for b: it kept pace"
     finally:
         stop.set()
         for th in threads.values():
@@ -513,7 +517,7 @@ def test_run_batches_two_cameras_and_stops_on_sigterm(
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and sum('"online"' in x for x in seen) < 2:
         seen.append(proc.stdout.readline())
-    time.sleep(1)
+    time.sleep(1)  # lets it classify a few batches before the TERM; decides nothing
     proc.terminate()
     out, err = proc.communicate(timeout=30)
     out = "".join(seen) + out
