@@ -15,11 +15,12 @@ import pytest
 
 from edge_hf.core.video import to_model_rgb
 from edge_hf.daemon.capture import CaptureThread, picture_problem
+from edge_hf.daemon.pipeline import Pipeline
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.daemon.sources import OpenCVSource
 from edge_hf.training.synth import write_video
-from tests.conftest import SHARED_DATA, live, moving_clip, wait_until
+from tests.conftest import SHARED_DATA, live, moving_clip, wait_or_fail, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_MODEL = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
@@ -151,7 +152,9 @@ def _video(path: Path, fps: float, seconds: float, black: bool = False) -> Path:
     return path
 
 
-def _statuses(tmp_path: Path, video: Path, seconds: float, **camera: object) -> list[str]:
+def _camera(tmp_path: Path, video: Path, **camera: object) -> tuple[Pipeline, RecordingSink]:
+    """A live one-camera pipeline (camera hall, looping `video`; run it with `live`) and the sink
+    it reports to."""
     from edge_hf.daemon.app import build_pipeline
     from edge_hf.daemon.config import Config
 
@@ -161,28 +164,33 @@ def _statuses(tmp_path: Path, video: Path, seconds: float, **camera: object) -> 
         "state_dir": str(tmp_path / "state"),
     })  # fmt: skip
     sink = RecordingSink()
-    pipeline = build_pipeline(cfg, sink, score_history=None)
-    pipeline.start()
-    th = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
-    th.start()
-    time.sleep(seconds)
-    pipeline.stop.set()
-    th.join(20)
-    return [s for _, s in sink.statuses]
+    return build_pipeline(cfg, sink, score_history=None), sink
 
 
 def test_a_camera_too_slow_for_the_model_is_reported_slow(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     video = _video(tmp_path / "3fps.mp4", 3.0, 2.0)
-    with caplog.at_level(logging.WARNING):
-        statuses = _statuses(tmp_path, video, 6.0)
+    pipeline, sink = _camera(tmp_path, video)
+    with caplog.at_level(logging.WARNING), live(pipeline):
+        wait_or_fail(lambda: ("hall", "slow") in sink.statuses, 30, "the camera's slow status")
+    statuses = [s for _, s in sink.statuses]
     assert "slow" in statuses, statuses
     assert any("frames/s but the model samples every 100 ms" in r.message for r in caplog.records)
 
 
 def test_a_black_camera_is_reported_blind_and_a_live_one_is_not(tmp_path: Path) -> None:
     black = _video(tmp_path / "black.mp4", 10.0, 2.0, black=True)
-    assert "blind" in _statuses(tmp_path, black, 3.5, blind_after_s=1.0)
+    pipeline, sink = _camera(tmp_path, black, blind_after_s=1.0)
+    with live(pipeline):
+        wait_or_fail(lambda: ("hall", "blind") in sink.statuses, 30, "the camera's blind status")
+    assert "blind" in [s for _, s in sink.statuses]
     noisy = _video(tmp_path / "noisy.mp4", 10.0, 2.0)
-    assert set(_statuses(tmp_path, noisy, 3.5, blind_after_s=1.0)) <= {"online", "offline"}
+    pipeline, sink = _camera(tmp_path, noisy, blind_after_s=1.0)
+    with live(pipeline):
+        # Not a fixed sleep: 2.5 s of its frames (a file plays in real time), then a status
+        # update after them (one follows every batch): blind, it would have been said by then.
+        wait_or_fail(lambda: pipeline.snapshot().cameras[0].frames_read >= 25, 30, "25 frames")
+        batches = pipeline.snapshot().batches
+        wait_or_fail(lambda: pipeline.snapshot().batches >= batches + 2, 30, "two more batches")
+    assert {s for _, s in sink.statuses} <= {"online", "offline"}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from edge_hf.cli import main
 from edge_hf.daemon.load import LoadTotals, LoadWatch, capacity
 from edge_hf.daemon.sinks import RecordingSink
-from tests.conftest import SHARED_DATA, live, moving_clip, wait_until
+from tests.conftest import SHARED_DATA, live, moving_clip, wait_or_fail, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_MODEL = ROOT / "models" / "fall-real-efficientnet_lite0-t3.onnx"
@@ -117,7 +116,9 @@ def test_a_camera_slow_to_open_does_not_hold_up_the_others(tiny_onnx: Path, tmp_
     runner = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
     runner.start()
     try:
-        time.sleep(6)
+        # Not a fixed sleep: until the healthy camera has had 20 windows classified (2 s of
+        # them), well inside the slow one's 12 s first open.
+        wait_or_fail(lambda: pipeline.snapshot().cameras[1].windows >= 20, 60, "20 windows")
         slow, good = pipeline.snapshot().cameras
         assert slow.state == "starting", "still trying its first open"
         assert good.windows > 0, "the healthy camera is classified meanwhile"

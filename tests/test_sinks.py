@@ -28,7 +28,7 @@ class SlowDisk(RecordingSink):
         self.delay_s = delay_s
 
     def send(self, event: FallEvent) -> None:
-        time.sleep(self.delay_s)
+        time.sleep(self.delay_s)  # the slow disk itself; decides nothing
         super().send(event)
 
 

@@ -4,6 +4,7 @@ URL is ever shown."""
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 
@@ -33,7 +34,10 @@ def test_a_silent_network_camera_does_not_hold_opencvs_open_lock() -> None:
     slow = threading.Thread(target=open_slow)
     slow.start()
     try:
-        time.sleep(0.5)
+        # Not a fixed sleep: until the slow open has connected (its connection waits in the
+        # server's backlog, never accepted), so the file opens while that open waits for a reply.
+        connected, _, _ = select.select([silent], [], [], 20)
+        assert connected, "waited 20 s for the silent camera's open to connect"
         t0 = time.monotonic()
         good = make_source(str(video), realtime=False)
         good.open()
