@@ -7,7 +7,7 @@ from pathlib import Path
 
 from edge_hf.bench.broker import Broker, free_port
 
-__all__ = ["Broker", "free_port", "make_tls", "publish_sentinel"]
+__all__ = ["Broker", "free_port", "make_tls", "publish_sentinel", "refusals"]
 
 
 def publish_sentinel(port: int, topic: str) -> None:
@@ -22,6 +22,13 @@ def publish_sentinel(port: int, topic: str) -> None:
     pub.publish(topic, b"sentinel", qos=1).wait_for_publish(10)
     pub.loop_stop()
     pub.disconnect()
+
+
+def refusals(broker: Broker) -> int:
+    """How many connections `broker` has refused for a wrong user name or password, by its log
+    (kept across a stop and start): what a test that waits for a client's retries counts."""
+    log = broker.workdir / "mosquitto.log"
+    return log.read_text(errors="replace").count("not authorised") if log.exists() else 0
 
 
 def make_tls(workdir: Path) -> tuple[Path, Path, Path]:

@@ -18,6 +18,8 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from edge_hf.daemon.config import DetectionConfig
+from edge_hf.daemon.events import FallDetector, ModelInfo
 from edge_hf.training.synth import generate, write_video
 from tests.broker import Broker
 
@@ -31,6 +33,14 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
     b = Broker(tmp_path / "broker").start()
     yield b
     b.stop()
+
+
+def fall_detector(wall: Callable[[float], float] | None = None, **detection: Any) -> FallDetector:
+    """Camera hall's FallDetector on device box, threshold 0.5: two windows of three over it
+    start a fall, 10 s cooldown; `detection` sets other DetectionConfig keys (else their
+    defaults: a fall stays latched until acknowledged); `wall`: its wall clock."""
+    cfg = DetectionConfig(**{"k": 2, "n": 3, "cooldown_s": 10.0, **detection})
+    return FallDetector("hall", "box", cfg, 0.5, ModelInfo("m.onnx", 3, 100.0), wall=wall)
 
 
 @pytest.fixture(scope="session")

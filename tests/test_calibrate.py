@@ -28,7 +28,8 @@ from tests.conftest import SHARED_DATA, SHIPPED_MODEL
 
 VTEST = SHARED_DATA / "capture" / "vtest.avi"
 REAL_MODEL = SHIPPED_MODEL.parent / "fall-real-efficientnet_lite0-t3.onnx"
-pytestmark = pytest.mark.skipif(
+# Only the tests that replay vtest.avi need it (the search and quiet-point tests are pure).
+needs_vtest = pytest.mark.skipif(
     not (VTEST.exists() and SHIPPED_MODEL.exists()), reason="needs ../shared/data and the model"
 )
 
@@ -122,6 +123,7 @@ def _events(config: Path, video: Path, camera: str = "street") -> int:
     return sum(e.type == "start" for e in sink.events)
 
 
+@needs_vtest
 def test_the_calibrated_threshold_keeps_the_site_quiet_and_is_tight(tmp_path: Path) -> None:
     config = _config(tmp_path)
     result = calibrate(load_config(config), "street", [VTEST], 0.0, margin=0.0)
@@ -150,6 +152,7 @@ def test_the_calibrated_threshold_keeps_the_site_quiet_and_is_tight(tmp_path: Pa
     assert (_events(config, fall) >= 1) == (fall_peak >= cfg.cameras[0].threshold)
 
 
+@needs_vtest
 def test_calibration_does_not_go_below_the_models_operating_point_unless_asked(
     tmp_path: Path,
 ) -> None:
@@ -162,6 +165,7 @@ def test_calibration_does_not_go_below_the_models_operating_point_unless_asked(
     assert "the model's operating point" in kept.report()
 
 
+@needs_vtest
 def test_several_recordings_each_stay_silent(tmp_path: Path) -> None:
     config = load_config(_config(tmp_path))
     (lie_down,) = [p for p in write_demo_clips(tmp_path / "demo") if "lie_down" in p.name]
@@ -177,6 +181,7 @@ def test_several_recordings_each_stay_silent(tmp_path: Path) -> None:
     assert both.events_at_current == sum(c.events_at_current for c in each)
 
 
+@needs_vtest
 def test_calibrate_cli_prints_the_distribution_and_refuses_mistakes(tmp_path: Path) -> None:
     config = _config(tmp_path)
     cli = [sys.executable, "-m", "edge_hf.cli", "--log-level", "WARNING", "calibrate", "--config", str(config)]  # fmt: skip
@@ -195,6 +200,54 @@ def test_calibrate_cli_prints_the_distribution_and_refuses_mistakes(tmp_path: Pa
         bad = subprocess.run([*cli, *args], capture_output=True, text=True, check=False)
         lines = bad.stderr.strip().splitlines()
         assert bad.returncode == 2 and len(lines) == 1 and needle in lines[0], bad.stderr
+
+
+# ------------------------------------------------------------------ calibrate --write, full disk
+
+
+CAMERAS = "device_id: box\nmodel: {path: m.onnx}\nstate_dir: /var/lib/edge-hf\ncameras:\n"
+
+
+def _write_in_child(config: Path, limit: int | None) -> subprocess.CompletedProcess[str]:
+    """write_threshold in a child whose files may not grow past `limit` bytes (a full disk)."""
+    code = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from edge_hf.core.errors import UserError\n"
+        "from edge_hf.daemon.calibrate import write_threshold\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        f"limit = {limit}\n"
+        "if limit: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))\n"
+        "try: write_threshold(Path(sys.argv[1]), 'hall', 0.42)\n"
+        "except UserError as e: print(e); sys.exit(2)\n"
+    )
+    return subprocess.run([sys.executable, "-c", code, str(config)], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+
+
+def test_calibrate_write_on_a_full_disk_leaves_config_and_backup_whole(tmp_path: Path) -> None:
+    config = tmp_path / "edge-hf.yaml"
+    good = CAMERAS + "  - name: hall\n    source: rtsp://cam/1\n" + "# padding\n" * 40
+    config.write_text(good)
+    backup = config.with_suffix(".yaml.bak")
+    backup.write_text(good)
+    proc = _write_in_child(config, limit=len(good) // 2)
+    assert proc.returncode == 2 and "cannot write" in proc.stdout and "unchanged" in proc.stdout
+    assert config.read_text() == good, "the config is whole"
+    assert backup.read_text() == good, "a good .bak is never replaced by a cut one"
+    assert not list(tmp_path.glob(".*.tmp")), "no temporary file left behind"
+    assert _write_in_child(config, None).returncode == 0
+    assert "    threshold: 0.420\n" in config.read_text() and backup.read_text() == good
+
+
+def test_calibrate_write_replaces_a_threshold_written_before_the_name(tmp_path: Path) -> None:
+    config = tmp_path / "edge-hf.yaml"
+    config.write_text(CAMERAS + "  - threshold: 0.6\n    name: hall\n    source: x\n"
+                      "  - name: porch\n    threshold: 0.7\n    source: y\n")  # fmt: skip
+    assert _write_in_child(config, None).returncode == 0
+    text = config.read_text()
+    assert text.count("threshold:") == 2, text
+    assert "  - threshold: 0.420\n    name: hall\n" in text and "threshold: 0.7\n" in text
 
 
 ASSIST = SHARED_DATA / "assist_iot" / "videos" / "adl"

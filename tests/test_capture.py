@@ -1,8 +1,12 @@
-"""Capture: what the capture thread says about the picture it samples (#42 item 14)."""
+"""Capture: what the capture thread says about the picture it samples (#42 item 14), a camera
+too slow for the model, and a capture thread that raises."""
 
 from __future__ import annotations
 
 import itertools
+import logging
+import threading
+import time
 from pathlib import Path
 
 import cv2
@@ -10,10 +14,13 @@ import numpy as np
 import pytest
 
 from edge_hf.core.video import to_model_rgb
-from edge_hf.daemon.capture import picture_problem
+from edge_hf.daemon.capture import CaptureThread, picture_problem
+from edge_hf.daemon.pipeline import Pipeline
+from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sinks import RecordingSink
+from edge_hf.daemon.sources import OpenCVSource
 from edge_hf.training.synth import write_video
-from tests.conftest import SHARED_DATA, live, wait_until
+from tests.conftest import SHARED_DATA, live, moving_clip, wait_or_fail, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_MODEL = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
@@ -93,3 +100,97 @@ def test_the_live_daemon_reports_a_covered_lens_blind(tmp_path: Path) -> None:
     sink = RecordingSink()
     with live(build_pipeline(cfg, sink, score_history=None)):
         assert wait_until(lambda: ("hall", "blind") in sink.statuses, 20)
+
+
+# ------------------------------------------------------------------ faults
+
+
+class _FaultySource(OpenCVSource):
+    """A real file source whose grab() raises once, after a few frames (a driver fault)."""
+
+    faults = 0
+
+    def grab(self) -> float | None:
+        got = super().grab()
+        self.reads = getattr(self, "reads", 0) + 1
+        if _FaultySource.faults == 0 and self.reads >= 5:
+            _FaultySource.faults += 1
+            raise RuntimeError("simulated driver fault")
+        return got
+
+
+def test_a_capture_thread_that_raises_comes_back(caplog: pytest.LogCaptureFixture) -> None:
+    video = moving_clip()
+    stop = threading.Event()
+    ring = FrameRing(16, (32, 32, 3))
+    thread = CaptureThread(
+        "cam", lambda: _FaultySource(str(video), live=False, loop=True), ring, interval_s=0.01,
+        size=(32, 32), stop=stop, max_backoff_s=0.5,
+    )  # fmt: skip
+    with caplog.at_level(logging.ERROR):
+        thread.start()
+        deadline = time.monotonic() + 20
+        while thread.stats.frames_read < 50 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    stop.set()
+    thread.join(10)
+    assert _FaultySource.faults == 1 and thread.stats.reconnects >= 1
+    assert thread.stats.frames_read >= 50, "frames again after the fault"
+    assert any("capture failed" in r.message for r in caplog.records)
+
+
+# ------------------------------------------------------------------ slow and blind cameras, live
+
+
+def _video(path: Path, fps: float, seconds: float, black: bool = False) -> Path:
+    rng = np.random.default_rng(1)
+    frames = (
+        np.zeros((96, 128, 3), np.uint8) if black else rng.integers(0, 256, (96, 128, 3), np.uint8)
+        for _ in range(round(fps * seconds))
+    )
+    write_video(path, frames, fps, (128, 96))
+    return path
+
+
+def _camera(tmp_path: Path, video: Path, **camera: object) -> tuple[Pipeline, RecordingSink]:
+    """A live one-camera pipeline (camera hall, looping `video`; run it with `live`) and the sink
+    it reports to."""
+    from edge_hf.daemon.app import build_pipeline
+    from edge_hf.daemon.config import Config
+
+    cfg = Config.model_validate({
+        "device_id": "box", "model": {"path": str(DEMO_MODEL), "providers": ["cpu"]},
+        "cameras": [{"name": "hall", "source": str(video), "loop": True, **camera}],
+        "state_dir": str(tmp_path / "state"),
+    })  # fmt: skip
+    sink = RecordingSink()
+    return build_pipeline(cfg, sink, score_history=None), sink
+
+
+def test_a_camera_too_slow_for_the_model_is_reported_slow(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    video = _video(tmp_path / "3fps.mp4", 3.0, 2.0)
+    pipeline, sink = _camera(tmp_path, video)
+    with caplog.at_level(logging.WARNING), live(pipeline):
+        wait_or_fail(lambda: ("hall", "slow") in sink.statuses, 30, "the camera's slow status")
+    statuses = [s for _, s in sink.statuses]
+    assert "slow" in statuses, statuses
+    assert any("frames/s but the model samples every 100 ms" in r.message for r in caplog.records)
+
+
+def test_a_black_camera_is_reported_blind_and_a_live_one_is_not(tmp_path: Path) -> None:
+    black = _video(tmp_path / "black.mp4", 10.0, 2.0, black=True)
+    pipeline, sink = _camera(tmp_path, black, blind_after_s=1.0)
+    with live(pipeline):
+        wait_or_fail(lambda: ("hall", "blind") in sink.statuses, 30, "the camera's blind status")
+    assert "blind" in [s for _, s in sink.statuses]
+    noisy = _video(tmp_path / "noisy.mp4", 10.0, 2.0)
+    pipeline, sink = _camera(tmp_path, noisy, blind_after_s=1.0)
+    with live(pipeline):
+        # Not a fixed sleep: 2.5 s of its frames (a file plays in real time), then a status
+        # update after them (one follows every batch): blind, it would have been said by then.
+        wait_or_fail(lambda: pipeline.snapshot().cameras[0].frames_read >= 25, 30, "25 frames")
+        batches = pipeline.snapshot().batches
+        wait_or_fail(lambda: pipeline.snapshot().batches >= batches + 2, 30, "two more batches")
+    assert {s for _, s in sink.statuses} <= {"online", "offline"}

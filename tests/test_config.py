@@ -10,6 +10,7 @@ import pytest
 
 from edge_hf.core.errors import UserError
 from edge_hf.daemon.config import parse_config
+from tests.conftest import SHIPPED_MODEL
 
 GOOD = """\
 device_id: hall
@@ -103,6 +104,18 @@ def test_bad_configs_are_one_line_errors_naming_file_line_and_key(
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["device_id: a\ndevice_id: b\nmodel: {path: m.onnx}\ncameras: [{name: a, source: x}]\n",
+     "device_id: a\nmodel: {path: m.onnx}\ncameras:\n  - {name: a, source: x}\n"
+     "cameras:\n  - {name: b, source: y}\n"],
+    ids=["device_id", "cameras"],
+)  # fmt: skip
+def test_a_key_given_twice_is_refused_naming_both_lines(text: str) -> None:
+    with pytest.raises(UserError, match=r"c\.yaml:\d: key '\w+' is already set on line \d"):
+        parse_config(text, "c.yaml")
+
+
 def _check(path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "edge_hf.cli", "check", "--config", str(path)],
@@ -152,6 +165,36 @@ def test_check_accepts_the_good_config_and_a_missing_file_is_one_line(
     assert missing.returncode == 2 and "cannot read the config" in missing.stderr
 
 
+def _check_config(tmp_path: Path, state_dir: Path, extra: str = "") -> Path:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"device_id: box\nmodel: {{path: {SHIPPED_MODEL}, providers: [cpu]}}\n"
+        f"cameras: [{{name: hall, source: x.mp4}}]\nstate_dir: {state_dir}\n{extra}"
+    )
+    return cfg
+
+
+def test_check_refuses_what_run_would_refuse(tmp_path: Path) -> None:
+    import socket
+
+    for state, needle in ((Path("/tmp"), "writable by other users"),
+                          (tmp_path / "afile", "is not a folder")):  # fmt: skip
+        (tmp_path / "afile").write_text("x")
+        proc = _check(_check_config(tmp_path, state))
+        assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        extra = f"metrics: {{enabled: true, port: {port}}}\n"
+        proc = _check(_check_config(tmp_path, tmp_path / "s", extra))
+        assert proc.returncode == 2 and f"metrics.port {port}: cannot listen" in proc.stderr
+    proc = _check(_check_config(tmp_path, tmp_path / "s", extra))
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "s").exists(), "check creates nothing"
+
+
 def test_password_comes_from_env_or_file_never_the_yaml(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -187,3 +230,34 @@ def test_unwritable_state_dir_is_one_line(tiny_onnx: Path, tmp_path: Path) -> No
     proc = subprocess.run([sys.executable, "-m", "edge_hf.cli", "run", "--config", str(path)],
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "state_dir" in proc.stderr
+
+
+def test_links_and_shared_folders_in_state_dir_are_refused(tmp_path: Path) -> None:
+    from edge_hf.daemon.config import Config, ensure_state_dir
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp: anyone can plant files there
+    with pytest.raises(UserError, match="writable by other users"):
+        ensure_state_dir(Config.model_construct(state_dir=shared))
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "outbox.sqlite3").symlink_to(victim)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"device_id: t\nmodel: {{path: {tmp_path / 'm.onnx'}}}\n"
+        f"cameras: [{{name: a, source: /dev/null}}]\nstate_dir: {state}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "run", "--config", str(config)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "outbox.sqlite3 is a symbolic link" in lines[0]
+    assert victim.read_text() == "precious\n", "the link's target is untouched"
+    fresh = tmp_path / "fresh" / "state"
+    ensure_state_dir(Config.model_construct(state_dir=fresh))
+    assert fresh.stat().st_mode & 0o777 == 0o700, "a state_dir we create is ours alone"

@@ -8,10 +8,13 @@ import os
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import wait_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,6 +70,106 @@ def test_check_refuses_a_device_and_a_fifo_as_config_without_reading_them(tmp_pa
     _one_line(
         _cli("check", "--config", str(big), timeout=60, cap_gb=3), "bytes; a config is at most"
     )
+
+
+# ------------------------------------------------------------------ hostile values and YAML at check
+
+
+HOSTILE = [
+    ("discovery wildcard", "mqtt: {enabled: true, discovery_prefix: ha/+}", "mqtt.discovery_prefix"),
+    ("topic wildcard", "mqtt: {topic_prefix: 'a/#'}", "mqtt.topic_prefix"),
+    ("keepalive", "mqtt: {keepalive_s: 100000000}", "mqtt.keepalive_s"),
+    ("infinite open timeout", "cameras: [{name: a, source: x.mp4, open_timeout_s: .inf}]", "open_timeout_s"),
+    ("huge stall timeout", "cameras: [{name: a, source: x.mp4, stall_timeout_s: 1e12}]", "stall_timeout_s"),
+    ("newline in a name", 'cameras: [{name: "a\\n", source: x.mp4}]', "cameras[0].name"),
+    ("newline in device_id", 'device_id: "box\\n"', "device_id"),
+    ("unreadable password file", "mqtt: {enabled: true, username: u, password_file: /nonexistent/pw}", "mqtt.password_file: cannot read"),
+    ("unreadable TLS CA", "mqtt: {enabled: true, tls: {ca: /nonexistent/ca.crt}}", "mqtt.tls.ca: cannot read"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "line", "needle"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_configs_are_one_line_errors_at_check(
+    name: str, line: str, needle: str, tiny_onnx: Path, tmp_path: Path
+) -> None:
+    base = {
+        "device_id": "device_id: box",
+        "cameras": "cameras: [{name: a, source: x.mp4}]",
+        "mqtt": "",
+    }
+    key = line.split(":")[0]
+    base[key] = line
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "\n".join(v for v in base.values() if v)
+        + f"\nmodel: {{path: {tiny_onnx}, providers: [cpu]}}\nstate_dir: {tmp_path / 's'}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "check", "--config", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def _bomb(levels: int = 9) -> str:
+    text = 'a: &a ["x","x","x","x","x","x","x","x","x","x"]\n'
+    for i in range(levels - 1):
+        prev, cur = chr(97 + i), chr(98 + i)
+        text += f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 10) + "]\n"
+    return text
+
+
+HOSTILE_YAML = [
+    ("alias bomb", _bomb(), "aliases expand to more than"),
+    ("5000 deep", "device_id: x\na: " + "[" * 5000 + "]" * 5000 + "\n", "nested more than"),
+    ("deep blocks", "device_id: x\n" + "".join(" " * i + f"k{i}:\n" for i in range(40)) + " " * 40 + "v: 1\n", "nested more than"),
+    ("huge", "device_id: x\n" + "# padding\n" * 200_000, "a config is at most"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "text", "needle"), HOSTILE_YAML, ids=[h[0] for h in HOSTILE_YAML])
+def test_hostile_yaml_is_refused_quickly_in_one_line(
+    name: str, text: str, needle: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "check", "--config", str(path)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr[-500:]
+    assert time.monotonic() - t0 < 60
+
+
+def test_a_config_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"device_id: caf\xe9\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "edge_hf.cli", "check", "--config", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert (
+        proc.returncode == 2 and "not UTF-8 text" in proc.stderr and "Traceback" not in proc.stderr
+    )
+
+
+def test_errors_never_echo_a_password() -> None:
+    from edge_hf.core.errors import UserError
+    from edge_hf.daemon.config import parse_config
+    from edge_hf.daemon.sources import redact
+
+    cams = '[{name: a, source: "rtsp://u:s3cret@h/s"}, {name: a, source: x}]'
+    for text in (
+        f"device_id: b\nmodel: {{path: m.onnx}}\ncameras: {cams}\n",
+        'device_id: b\nmodel: {path: m.onnx}\ncameras: [{name: a, source: "rtsp://u:s3cret@h/s", enabled: false}]\n',
+    ):
+        with pytest.raises(UserError) as info:
+            parse_config(text, "c.yaml")
+        assert "s3cret" not in str(info.value) and "c.yaml:1" in str(info.value)
+    assert redact("rtsp://user:p@ss@cam.local:554/s") == "rtsp://user:***@cam.local:554/s"
 
 
 # ------------------------------------------------------------------ 9: hostile pose heads
@@ -368,7 +471,6 @@ def test_a_live_camera_of_tiny_frames_is_stalled_with_its_reason_and_doctor_fail
 ) -> None:
     import logging
     import threading
-    import time
 
     from edge_hf.daemon.app import build_pipeline
     from edge_hf.daemon.config import Config
@@ -386,7 +488,10 @@ def test_a_live_camera_of_tiny_frames_is_stalled_with_its_reason_and_doctor_fail
         pipeline.start()
         runner = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
         runner.start()
-        time.sleep(4.0)
+        # Not a fixed sleep: until it is stalled. Its first sampled frame stalls it before any
+        # window (so no event), and it stays stalled, saying nothing more, the 30 s until it
+        # reopens.
+        wait_or_fail(lambda: ("hall", "stalled") in sink.statuses, 60, "the camera stalled")
         pipeline.stop.set()
         runner.join(20)
     assert "stalled" in [s for _, s in sink.statuses] and not sink.events

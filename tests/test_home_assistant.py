@@ -117,11 +117,15 @@ def test_a_latched_fall_survives_sigterm_and_kill_9_until_acknowledged(
     assert [e for e in sub.events() if e["type"] == "end"] == []
 
     # Restart (looping the quiet lie-down clip: no new fall), then kill -9 it: still latched.
+    # Not a fixed sleep before the kill: the sink sends the fall states only once nothing older
+    # waits or is in flight, so the restart's ON comes after any start it sent again.
+    on = ("edge_hf/box/hall/fall", b"ON", False)
+    ons = sub.wait_for(lambda m: True).count(on)
     second = _run(_config(tmp_path, demo["lie_down_demo"], broker.port, loop=True))
     try:
         sub.wait_for(lambda m: sum(t.endswith("/status") and p == b"online"
                                    for t, p, _ in m) >= 2, timeout=60)  # fmt: skip
-        time.sleep(2.0)
+        sub.wait_for(lambda m: m.count(on) > ons, timeout=60)
     finally:
         second.send_signal(signal.SIGKILL)
         second.communicate(timeout=30)
@@ -140,7 +144,7 @@ def test_a_latched_fall_survives_sigterm_and_kill_9_until_acknowledged(
         while time.monotonic() < deadline and not [e for e in sub.events() if e["type"] == "end"]:
             # (until the daemon has subscribed: an ack before that is not heard)
             ack.publish("edge_hf/box/hall/ack", b"", qos=1).wait_for_publish(5)
-            time.sleep(1.0)
+            time.sleep(1.0)  # paces the acks; decides nothing
         ack.loop_stop()
         ack.disconnect()
     finally:
@@ -222,7 +226,13 @@ def test_an_ack_over_mqtt_clears_a_latched_fall(
         (jpeg,) = [p for t, p, _ in msgs if t == "edge_hf/box/hall/snapshot"]
         image = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
         assert image.shape == (240, 320, 3), image.shape
-        time.sleep(3.0)  # unlatched, it would have ended ("recovered") by now
+        # Not a fixed sleep: until the detector has decided 3 s more of windows (unlatched, it
+        # would have ended the fall, "recovered", within them).
+        cam = pipeline.cameras[0]
+        seen = cam.windows
+        more = round(3.0 / cam.interval_s)
+        wait_or_fail(lambda: cam.windows >= seen + more, 60, f"{more} more windows")
+        assert pipeline.snapshot().cameras[0].events_ended == 0, "still on while the person is down"
         assert [e["type"] for e in sub.events()] == ["start"], "still on while the person is down"
         ack = mqtt.Client(CallbackAPIVersion.VERSION2)
         ack.connect("127.0.0.1", broker.port)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import signal
 import sqlite3
@@ -24,8 +25,9 @@ import edge_hf
 from edge_hf.daemon.config import MqttConfig
 from edge_hf.daemon.events import FallEvent, ModelInfo
 from edge_hf.daemon.mqtt import MqttSink
+from edge_hf.daemon.outbox import Outbox
 from edge_hf.training.synth import write_demo_clips
-from tests.broker import Broker, free_port, make_tls
+from tests.broker import Broker, alerts_printed, free_port, make_tls, refusals
 from tests.conftest import SHIPPED_MODEL, wait_or_fail
 
 SCHEMA = json.loads((Path(edge_hf.__file__).parent / "event.schema.json").read_text())
@@ -168,8 +170,9 @@ def test_discovery_is_resent_when_home_assistant_comes_online(
     sink.start()
     assert sink.connected.wait(10)
     sub = Subscriber(broker.port, "homeassistant/binary_sensor/box/hall_fall/config")
-    sub.wait_for(lambda m: len(m) >= 1)  # the config (retained, or live if we were early)
-    time.sleep(1.0)
+    # The config, once: the sink announced it on connect (retained; live if we were early) and
+    # sends it again only when Home Assistant says online (or on a reconnect): no other copy comes.
+    sub.wait_for(lambda m: len(m) >= 1)
     before = len(sub.wait_for(lambda m: True))
     ha = mqtt.Client(CallbackAPIVersion.VERSION2)
     ha.connect("127.0.0.1", broker.port)
@@ -179,6 +182,51 @@ def test_discovery_is_resent_when_home_assistant_comes_online(
     assert not msgs[before][2], "a fresh (non-retained) copy"
     sub.close()
     sink.close()
+
+
+def _connected(broker: Broker, tmp_path: Path, topic: str) -> tuple[Subscriber, MqttSink]:
+    """A subscriber on `topic`, then a started MQTT sink that has connected."""
+    sub = Subscriber(broker.port, topic)
+    assert sub.subscribed.wait(20), "the subscription acknowledged"
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
+    sink.start()
+    assert sink.connected.wait(10)
+    return sub, sink
+
+
+def test_a_burst_of_home_assistant_online_messages_gives_one_rediscovery(
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sub, sink = _connected(broker, tmp_path, "homeassistant/binary_sensor/#")
+    per = sum("/binary_sensor/" in t for t in sink.discovery())  # messages in one announce
+    sub.wait_for(lambda m: len(m) >= per)  # the announce on connect (we subscribed before it)
+    before = len(sub.messages)
+    ha = mqtt.Client(CallbackAPIVersion.VERSION2)
+    ha.connect("127.0.0.1", broker.port)
+    ha.loop_start()
+    with caplog.at_level(logging.INFO, logger="edge_hf.daemon.mqtt"):
+        for _ in range(200):
+            ha.publish("homeassistant/status", "online", qos=1)
+        # Not a fixed sleep. An ack for a camera the sink does not have, sent after the burst by
+        # the same client, reaches the sink after every "online" of it: once the sink has logged
+        # it, the burst is handled, and once the re-send that the burst started has run, no
+        # other can come. Then every message it re-sent arrives.
+        ha.publish("edge_hf/box/burst-end/ack", b"", qos=1).wait_for_publish(10)
+
+        def logged(text: str) -> int:
+            return sum(text in r.getMessage() for r in caplog.records)
+
+        wait_or_fail(lambda: logged("burst-end") == 1, 30, "the sink to hear the whole burst")
+        timer = sink._announce_timer
+        wait_or_fail(lambda: timer is not None and not timer.is_alive(), 30, "the re-send")
+        resends = logged("re-sending discovery")
+        assert resends >= 1, "the burst was answered"
+        sub.wait_for(lambda m: len(m) - before >= per * resends)
+    ha.loop_stop()
+    resent = len(sub.messages) - before
+    assert 1 <= resent <= 3, resent
+    sink.close()
+    sub.close()
 
 
 def test_broker_down_30s_every_event_arrives_in_order(broker: Broker, tmp_path: Path) -> None:
@@ -197,7 +245,7 @@ def test_broker_down_30s_every_event_arrives_in_order(broker: Broker, tmp_path: 
     while time.monotonic() - t0 < 30:  # events keep happening during a 30 s outage
         sink.send(_event(n, "start" if n % 2 == 0 else "end"))
         n += 1
-        time.sleep(1.5)
+        time.sleep(1.5)  # paces the events (one every 1.5 s); decides nothing
     assert len(sink.outbox) >= 20 - 3, "undelivered events wait in the outbox"
     broker.start()
     sub.wait_for(lambda m: len(m) >= n, timeout=40)
@@ -209,6 +257,58 @@ def test_broker_down_30s_every_event_arrives_in_order(broker: Broker, tmp_path: 
     assert len(sink.outbox) == 0, "acked rows leave the outbox"
     sink.close()
     sub.close()
+
+
+def test_paho_network_thread_ending_is_noticed_and_the_client_rebuilt(
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sub, sink = _connected(broker, tmp_path, "edge_hf/+/+/event")
+    first = sink.client
+    with caplog.at_level(logging.ERROR):
+        first._thread_terminate = True  # the network thread ends as if it had crashed
+        deadline = time.monotonic() + 15
+        while sink.client is first and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sink.client is not first, "a new client replaced the dead one"
+        assert sink.connected.wait(10)
+    assert any("network thread ended" in r.message for r in caplog.records)
+    sink.send(_event(9))
+    sub.wait_for(lambda m: len(m) >= 1)
+    sink.close()
+    sub.close()
+
+
+def test_damaged_state_files_do_not_keep_the_daemon_offline(broker: Broker, tmp_path: Path) -> None:
+    # 4 and 6: an outbox row with qos 7 and an announced.json naming "a/#": availability online,
+    # the good alert delivered.
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "announced.json").write_text(json.dumps(["a/#", "fall", 7]))
+    box = Outbox(state / "outbox.sqlite3")
+    box.add("edge_hf/box/hall/event", _event(1).to_json().encode(), 1)
+    box.close()
+    db = sqlite3.connect(str(state / "outbox.sqlite3"))
+    db.execute(
+        "INSERT INTO outbox (topic, payload, qos, retain, created) VALUES ('x', 'y', 7, 0, 0)"
+    )
+    db.commit()
+    db.close()
+    sub = Subscriber(broker.port, "edge_hf/#")
+    assert sub.subscribed.wait(20), "the subscription acknowledged"
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], state)
+    sink.start()
+    try:
+        sub.wait_for(
+            lambda m: any(t == "edge_hf/box/availability" and p == b"online" for t, p, _ in m)
+        )
+        sub.wait_for(lambda m: any(t.endswith("/event") for t, _, _ in m))
+        assert [e["event_id"] for e in sub.events()] == [_event(1).event_id]
+        # "fall" was a camera of an earlier run: its entities are removed, "a/#" never touched
+        topics = [t for t, _, _ in sub.messages]
+        assert not any("#" in t for t in topics)
+    finally:
+        sink.close()
+        sub.close()
 
 
 def _outbox_rows(state: Path) -> int:
@@ -271,7 +371,8 @@ def test_wrong_password_is_one_line_and_the_daemon_keeps_retrying(
         env = {**os.environ, "EDGE_PW": "wrong"}
         daemon = subprocess.Popen(_cli("run", "--config", str(cfg)), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
-        time.sleep(8)
+        # Not a fixed sleep: until the broker has refused it four times (tries after 1, 2, 4 s).
+        wait_or_fail(lambda: refusals(broker) >= 4, 60, "four refused connections")
         assert daemon.poll() is None, "still running"
         daemon.terminate()
         _, err = daemon.communicate(timeout=20)
@@ -281,6 +382,37 @@ def test_wrong_password_is_one_line_and_the_daemon_keeps_retrying(
         assert f"127.0.0.1:{broker.port}" in refused[0] and "wrong" not in err
     finally:
         broker.stop()
+
+
+def test_the_reconnect_backoff_is_capped_well_under_the_keepalive(
+    broker: Broker, tmp_path: Path
+) -> None:
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
+    sink.start()
+    assert sink.connected.wait(10)
+    broker.stop()
+    # The outage itself, not a wait for anything: long enough that an uncapped backoff (1, 2, 4,
+    # 8, 16 s…) would next try ~15 s after the broker is back. The reconnect time decides.
+    time.sleep(16)
+    broker.start()
+    t0 = time.monotonic()
+    assert sink.connected.wait(15)
+    back = time.monotonic() - t0
+    sink.close()
+    assert back < 6.0, f"reconnected {back:.1f} s after the broker came back"
+
+
+def test_a_clean_shutdown_logs_no_paho_error(
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink = MqttSink(MqttConfig(enabled=True, port=broker.port), "box", ["hall"], tmp_path)
+    sink.start()
+    assert sink.connected.wait(10)
+    with caplog.at_level(logging.DEBUG, logger="edge_hf.daemon.paho"):
+        sink._closing = True
+        sink.client._easy_log(mqtt.MQTT_LOG_ERR, "Client is not connected. Socket: None)")
+        sink.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def test_tls_and_password_listener(tmp_path: Path) -> None:
@@ -339,6 +471,13 @@ def test_alerts_cli_prints_each_event_once(broker: Broker, tmp_path: Path) -> No
     lines = [line for line in out.splitlines() if "hall" in line]
     assert len(lines) == 2 and "FALL" in lines[0] and "fall over" in lines[1], out
     assert proc.returncode == 0
+
+
+def test_a_malformed_event_is_said_so_by_edge_hf_alerts(broker: Broker) -> None:
+    text = alerts_printed(broker.port, [("edge_hf/box/hall/event", '{"x": 1}'),
+                                        ("edge_hf/box/hall/event", _event(7).to_json())])  # fmt: skip
+    assert "not an edge_hf event" in text and "None" not in text
+    assert _event(7).event_id in text
 
 
 def test_doctor_reports_each_check_and_fails_on_what_is_broken(

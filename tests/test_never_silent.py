@@ -31,8 +31,8 @@ from edge_hf.daemon.outbox import Outbox
 from edge_hf.daemon.sinks import QuietSink, RecordingSink
 from edge_hf.daemon.status import CameraSnapshot, SinkHealth, Snapshot
 from edge_hf.training.synth import write_demo_clips
-from tests.broker import Broker, alerts_printed
-from tests.conftest import SHIPPED_MODEL, moving_clip
+from tests.broker import Broker, alerts_printed, refusals
+from tests.conftest import SHIPPED_MODEL, moving_clip, wait_or_fail
 from tests.test_mqtt import SCHEMA, Subscriber, _event
 
 EVENT_TOPIC = "edge_hf/box/hall/event"
@@ -467,9 +467,15 @@ def test_twenty_thousand_acks_for_a_ghost_camera_are_a_few_lines(
     with caplog.at_level(logging.WARNING, logger="edge_hf.daemon.mqtt"):
         sink.start()
         assert sink.connected.wait(10)
-        time.sleep(0.5)  # subscribed (in on_connect)
         pub.connect("127.0.0.1", broker.port)
         pub.loop_start()
+        # Not a fixed sleep: the sink subscribes in on_connect; until it says so, a ghost ack is
+        # lost. One it has logged says it is subscribed (it counts with the flood's).
+        deadline = time.monotonic() + 20
+        while not any("unknown camera" in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < deadline, "waited 20 s for the sink to subscribe"
+            pub.publish("edge_hf/box/ghost/ack", b"ACK", qos=1).wait_for_publish(5)
+            time.sleep(0.2)  # paces the probes
         for _ in range(20_000):
             pub.publish("edge_hf/box/ghost/ack", b"ACK", qos=0)
         pub.publish("edge_hf/box/hall/ack", b"ACK", qos=1).wait_for_publish(30)
@@ -490,7 +496,8 @@ def test_paho_repeating_itself_while_the_broker_refuses_is_rate_limited(
     try:
         with caplog.at_level(logging.WARNING):
             sink.start()
-            time.sleep(10)  # reconnects after 1, 2, 4, 4 s: refused each time
+            # Not a fixed sleep: until the broker refused it four times (tries after 1, 2, 4 s).
+            wait_or_fail(lambda: refusals(broker) >= 4, 60, "four refused connections")
             for _ in range(10):  # and paho's own line, as its loop logs it
                 sink.client._easy_log(mqtt.MQTT_LOG_ERR, "Client is not connected. Socket: None")
     finally:

@@ -1,9 +1,10 @@
 """The inference loop as a whole: keeping up, and saying so when the machine does not (#42
-item 4)."""
+item 4); a camera slow to open holds up no other."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from edge_hf.cli import main
 from edge_hf.daemon.load import LoadTotals, LoadWatch, capacity
 from edge_hf.daemon.sinks import RecordingSink
-from tests.conftest import SHARED_DATA, live, wait_until
+from tests.conftest import SHARED_DATA, live, moving_clip, wait_or_fail, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_MODEL = ROOT / "models" / "fall-real-efficientnet_lite0-t3.onnx"
@@ -89,3 +90,40 @@ def test_check_warns_when_more_cameras_are_configured_than_make_bench_saw_held(
     config.write_text(config.read_text().replace(f"person: {{model: {POSE}}}\n", ""))
     assert main(["check", "--config", str(config)]) == 0
     assert "warning" not in capsys.readouterr().out  # 12 <= 20 without the person stage
+
+
+def test_a_camera_slow_to_open_does_not_hold_up_the_others(tiny_onnx: Path, tmp_path: Path) -> None:
+    import socket
+
+    from edge_hf.daemon.app import build_pipeline
+    from edge_hf.daemon.config import Config
+    from edge_hf.daemon.sinks import RecordingSink
+
+    video = moving_clip()
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts, never answers: RTSP open hangs
+    port = silent.getsockname()[1]
+    cfg = Config.model_validate({
+        "device_id": "t",
+        "model": {"path": str(tiny_onnx), "providers": ["cpu"]},
+        "cameras": [  # the slow one starts first, so it would be the first to open
+            {"name": "slow", "source": f"rtsp://127.0.0.1:{port}/cam", "open_timeout_s": 12},
+            {"name": "good", "source": str(video), "loop": True},
+        ],
+        "state_dir": str(tmp_path / "state"),
+    })  # fmt: skip
+    pipeline = build_pipeline(cfg, RecordingSink(), score_history=None)
+    pipeline.start()
+    runner = threading.Thread(target=pipeline.run, kwargs={"drain_s": 1.0})
+    runner.start()
+    try:
+        # Not a fixed sleep: until the healthy camera has had 20 windows classified (2 s of
+        # them), well inside the slow one's 12 s first open.
+        wait_or_fail(lambda: pipeline.snapshot().cameras[1].windows >= 20, 60, "20 windows")
+        slow, good = pipeline.snapshot().cameras
+        assert slow.state == "starting", "still trying its first open"
+        assert good.windows > 0, "the healthy camera is classified meanwhile"
+        assert good.dropped == 0, "and loses no frames waiting for the slow one"
+    finally:
+        pipeline.stop.set()
+        runner.join(30)
+        silent.close()

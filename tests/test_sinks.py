@@ -1,18 +1,23 @@
 """The alert path behind the inference loop: one alert thread, in order, nothing dropped; the
-snapshot encoded once and carried on the event (#42 item 7)."""
+snapshot encoded once and carried on the event (#42 item 7), and the alert sent without it when
+it cannot be written; the open-events journal read back whole or skipped where damaged."""
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from pathlib import Path
 
 import cv2
 import numpy as np
+import pytest
 
 from edge_hf.daemon.events import Evidence, FallEvent, ModelInfo
 from edge_hf.daemon.journal import JournalSink, OpenEvents
 from edge_hf.daemon.sinks import AlertThread, RecordingSink
 from edge_hf.daemon.snapshots import Retention, SnapshotSink
+from tests.conftest import fall_detector
 
 
 class SlowDisk(RecordingSink):
@@ -23,7 +28,7 @@ class SlowDisk(RecordingSink):
         self.delay_s = delay_s
 
     def send(self, event: FallEvent) -> None:
-        time.sleep(self.delay_s)
+        time.sleep(self.delay_s)  # the slow disk itself; decides nothing
         super().send(event)
 
 
@@ -105,3 +110,84 @@ def test_a_start_is_journaled_before_it_is_queued(tmp_path: Path) -> None:
     assert not disk.events
     sink.close()
     assert [e.event_id for e in disk.events] == [_event(4).event_id, _event(5).event_id]
+
+
+# ------------------------------------------------------------------ a snapshot that cannot be written
+
+
+def _snapshot_sink(tmp_path: Path) -> tuple[SnapshotSink, RecordingSink]:
+    inner = RecordingSink()
+    return SnapshotSink(inner, tmp_path / "snapshots", {"hall": Retention(10, 10**9)}), inner
+
+
+def test_an_alert_goes_out_without_its_snapshot_when_the_folder_cannot_be_made(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "snapshots").write_text("a file where the snapshot folder should be")
+    d = fall_detector(snapshot=True)
+    sink, inner = _snapshot_sink(tmp_path)
+    frame = np.full((64, 64, 3), 128, np.uint8)
+    with caplog.at_level(logging.ERROR):
+        for i in range(3):
+            for e in d.update(0.9, 100 + 0.1 * i, frame):
+                sink.send(e)
+    assert [e.type for e in inner.events] == ["start"]
+    assert inner.events[0].snapshot is None and inner.events[0].evidence is None
+    assert any("no snapshot for this fall" in r.message for r in caplog.records)
+
+
+def test_a_snapshot_is_written_from_the_picture_the_event_carries(tmp_path: Path) -> None:
+    d = fall_detector(snapshot=True)
+    sink, inner = _snapshot_sink(tmp_path)
+    frame = np.full((64, 64, 3), 128, np.uint8)
+    for i in range(3):
+        for e in d.update(0.9, 100 + 0.1 * i, frame):
+            assert e.evidence is not None and e.evidence.model_rgb is not None
+            sink.send(e)
+    for e in d.acknowledge(105.0):
+        sink.send(e)
+    start, end = inner.events
+    assert start.snapshot is not None and Path(start.snapshot).stat().st_size > 0
+    assert end.snapshot == start.snapshot and "evidence" not in start.as_dict()
+    plain = fall_detector()  # snapshots off: no picture travels
+    assert all(e.evidence is None for i in range(3) for e in plain.update(0.9, 1 + 0.1 * i, frame))
+
+
+# ------------------------------------------------------------------ a damaged journal
+
+
+def _write_journal(state: Path, content: object) -> OpenEvents:
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "open-events.json").write_text(json.dumps(content))
+    return OpenEvents(state / "open-events.json")
+
+
+GOOD = {"event_id": "e1", "camera": "hall", "device_id": "box", "started_at": 1767225600.0,
+        "peak_score": 0.9, "model": {"name": "m.onnx", "window": 3, "interval_ms": 100.0}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [1, {**GOOD, "started_at": "abc"}, {**GOOD, "started_at": 1e300}, {**GOOD, "camera": "a/#"},
+     {**GOOD, "peak_score": float("nan")}, {**GOOD, "model": "x"}, {**GOOD, "device_id": None}],
+    ids=["not-an-object", "time-text", "time-1e300", "camera-wildcard", "score-nan", "model",
+         "device"],
+)  # fmt: skip
+def test_a_damaged_journal_entry_is_skipped_and_the_good_ones_still_end(
+    tmp_path: Path, bad: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal = _write_journal(tmp_path, {"x": bad, "e1": GOOD})
+    inner = RecordingSink()
+    with caplog.at_level(logging.WARNING):
+        JournalSink(inner, journal).start()
+    assert [(e.event_id, e.type, e.end_reason) for e in inner.events] == [
+        ("e1", "start", None), ("e1", "end", "restart")
+    ]  # fmt: skip
+    assert any("skipping an unreadable open event" in r.message for r in caplog.records)
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{", '"x"', "[" * 100_000])
+def test_a_journal_that_is_not_an_object_starts_empty(tmp_path: Path, text: str) -> None:
+    (tmp_path / "open-events.json").write_text(text)
+    journal = OpenEvents(tmp_path / "open-events.json")
+    assert len(journal) == 0 and journal.leftovers() == []
