@@ -231,7 +231,8 @@ def test_a_capacity_run_with_the_person_stage_counts_pose_frames(
 
 
 def test_the_graph_section_counts_nodes_of_one_network_and_the_ensemble(tmp_path: Path) -> None:
-    from edge_hf.bench.graph import GRAPHS, markdown, one_vs_three
+    from edge_hf.bench import report
+    from edge_hf.bench.graph import GRAPHS, one_vs_three
 
     r = one_vs_three(tmp_path, repeats=1, size=64)
     n = r["nodes"]
@@ -242,7 +243,7 @@ def test_the_graph_section_counts_nodes_of_one_network_and_the_ensemble(tmp_path
         "batch 1, 1 thread", "batch 8, 1 thread", "batch 1, all cores", "batch 8, all cores",
     }  # fmt: skip
     assert all(set(t) == set(GRAPHS) and min(t.values()) > 0 for t in r["ms_per_window"].values())
-    md = "\n".join(markdown(r))
+    md = "\n".join(report.graph({"graph": r}).lines())
     assert all(f"| {g} | {n[g]['total']} |" in md for g in GRAPHS)
 
 

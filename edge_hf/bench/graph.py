@@ -78,33 +78,3 @@ def one_vs_three(work: Path, repeats: int = 7, size: int = 160) -> dict[str, Any
             key = f"batch {batch}, {'1 thread' if threads == 1 else 'all cores'}"
             timing[key] = {name: round(statistics.median(v), 2) for name, v in runs.items()}
     return {"size": size, "nodes": nodes, "ms_per_window": timing}
-
-
-def markdown(r: dict[str, Any]) -> list[str]:
-    """The section's tables for bench.md (and benchmarks/README.md)."""
-    lines = [
-        "## One network vs the three-network ensemble; static vs run-time padding",
-        "",
-        f"EfficientNet-Lite0 T=3 at {r['size']}x{r['size']} (the shipped real model's shape; "
-        "random weights), exported as `edge-hf export` does: one checkpoint, or three averaged "
-        "into one model (the ensemble shipped until 2026-12-06). ONNX Runtime on the CPU, the "
-        "four graphs interleaved in each repeat; median milliseconds per window."
-        + (f" (This section rerun alone at {r['rerun']}.)" if r.get("rerun") else ""),
-        "",
-        "| graph | nodes | " + " | ".join(OPS) + " | "
-        + " | ".join(r["ms_per_window"]) + " |",
-        "| --- | --- | " + " | ".join("---" for _ in OPS) + " | "
-        + " | ".join("---" for _ in r["ms_per_window"]) + " |",
-    ]  # fmt: skip
-    for name in GRAPHS:
-        n = r["nodes"][name]
-        ms = " | ".join(f"{t[name]:.2f}" for t in r["ms_per_window"].values())
-        lines.append(
-            f"| {name} | {n['total']} | " + " | ".join(str(n[op]) for op in OPS) + f" | {ms} |"
-        )
-    ratios = ", ".join(
-        f"{key}: {t['one, static'] / t['three, static']:.2f}"
-        for key, t in r["ms_per_window"].items()
-    )
-    lines += ["", f"One network's time as a share of the ensemble's (static graphs): {ratios}.", ""]
-    return lines
