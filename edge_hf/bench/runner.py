@@ -79,23 +79,7 @@ def run_bench(
     pose_model: Path | None = POSE_MODEL,
 ) -> dict[str, Any]:
     """Run the chosen sections; write `out/bench.json` and `out/bench.md`; return the results."""
-    unknown = set(sections) - set(SECTIONS)
-    if unknown:
-        raise UserError(f"--sections {sorted(unknown)}: choose from {', '.join(SECTIONS)}")
-    for name, value, least in (
-        ("--seconds", seconds, 1.0),
-        ("--soak-s", soak_s, 5.0),
-        ("--soak-cameras", soak_cameras, 1),
-        ("--repeats", repeats, 1),
-    ):
-        if value < least:
-            raise UserError(f"{name} {value:g}: must be at least {least:g}")
-    if not model.is_file():
-        raise UserError(f"--model {model}: no such file; run `make demo-model` or pass a model")
-    if video is not None and not video.is_file():
-        raise UserError(f"--video {video}: no such file")
-    if readme is not None:
-        _readme_text(readme)  # refused before a 15-minute run, not after it
+    _refuse_bad_args(model, video, sections, seconds, soak_s, soak_cameras, repeats, readme)
     contract = read_contract(model)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -136,7 +120,7 @@ def run_bench(
             bw = res.get("copy_bandwidth_gbs") or round(copy_bandwidth_gbs(), 2)
             res["copy_bandwidth_gbs"] = bw
             res["capture"] = capture_costs(camera, (112, 112), bw, repeats, CAMERA_FPS)
-            clips = sorted(score_data.glob("*.mp4")) if score_data.is_dir() else []
+            clips = _clips(score_data)
             if score_model.is_file() and clips:
                 vids: list[tuple[Path, tuple[int, int, int, int] | None]] = [
                     (c, None) for c in clips
@@ -145,7 +129,7 @@ def run_bench(
                     vids.append((video, None))
                 res["capture"]["scores"] = score_effect(score_model, vids, progress=_say)
         if "int8" in sections:
-            clips = sorted(score_data.glob("*.mp4")) if score_data.is_dir() else []
+            clips = _clips(score_data)
             if score_model.is_file() and clips:
                 _say(f"int8: {score_model.name} quantised, calibrated on {score_data}")
                 res["int8"] = int8_rows(score_model, score_data, work, clips, repeats, _say)
@@ -153,27 +137,7 @@ def run_bench(
                 _say(f"int8: skipped ({score_model} or clips in {score_data} missing)")
         if "capacity" in sections:
             assert camera is not None
-            # Capacity measures time: the model relabelled with the cheap resize rule (what a
-            # model trained by this version records) when it predates the rule.
-            timed = with_resize(model, work / "capacity-model.onnx", RESIZE)
-            res["capacity"] = [
-                capacity(
-                    timed,
-                    camera,
-                    mode,
-                    seconds,
-                    work / "state",
-                    progress=_say,
-                    label=f"{model.name} (demo)",
-                )
-                for mode in ("batched", "per_camera")
-            ]
-            # The pipeline people deploy: the shipped real model, without and with the person
-            # stage (MoveNet at 5 Hz a camera), side by side in the same run.
-            if real_model is not None and real_model.is_file():
-                res["capacity"] += real_pipeline_capacity(
-                    real_model, camera, seconds, work, pose_model, _say
-                )
+            res["capacity"] = _capacity_rows(model, real_model, pose_model, camera, seconds, work)
         if "latency" in sections:
             from edge_hf.training.synth import write_demo_clips
 
@@ -194,6 +158,56 @@ def run_bench(
 
 CAMERA_FPS = 15.0
 CAMERA_SIZE = (640, 480)
+
+
+def _refuse_bad_args(
+    model: Path, video: Path | None, sections: Sequence[str], seconds: float, soak_s: float,
+    soak_cameras: int, repeats: int, readme: Path | None,
+) -> None:  # fmt: skip
+    """A UserError for the first argument run_bench cannot run with, before anything runs."""
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        raise UserError(f"--sections {sorted(unknown)}: choose from {', '.join(SECTIONS)}")
+    for name, value, least in (
+        ("--seconds", seconds, 1.0),
+        ("--soak-s", soak_s, 5.0),
+        ("--soak-cameras", soak_cameras, 1),
+        ("--repeats", repeats, 1),
+    ):
+        if value < least:
+            raise UserError(f"{name} {value:g}: must be at least {least:g}")
+    if not model.is_file():
+        raise UserError(f"--model {model}: no such file; run `make demo-model` or pass a model")
+    if video is not None and not video.is_file():
+        raise UserError(f"--video {video}: no such file")
+    if readme is not None:
+        _readme_text(readme)  # refused before a 15-minute run, not after it
+
+
+def _clips(score_data: Path) -> list[Path]:
+    """The real clips the score effect and int8 run on (none when the folder is missing)."""
+    return sorted(score_data.glob("*.mp4")) if score_data.is_dir() else []
+
+
+def _capacity_rows(
+    model: Path, real_model: Path | None, pose_model: Path | None, camera: Path,
+    seconds: float, work: Path,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The capacity section: the demo model in both layouts, then the shipped real model's
+    pipelines when it is there."""
+    # Capacity measures time: the model relabelled with the cheap resize rule (what a model
+    # trained by this version records) when it predates the rule.
+    timed = with_resize(model, work / "capacity-model.onnx", RESIZE)
+    rows = [
+        capacity(timed, camera, mode, seconds, work / "state", progress=_say,
+                 label=f"{model.name} (demo)")
+        for mode in ("batched", "per_camera")
+    ]  # fmt: skip
+    # The pipeline people deploy: the shipped real model, without and with the person stage
+    # (MoveNet at 5 Hz a camera), side by side in the same run.
+    if real_model is not None and real_model.is_file():
+        rows += real_pipeline_capacity(real_model, camera, seconds, work, pose_model, _say)
+    return rows
 
 
 def int8_rows(
