@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import cv2
@@ -15,8 +16,9 @@ import pytest
 
 from edge_hf.daemon.events import Evidence, FallEvent, ModelInfo
 from edge_hf.daemon.journal import JournalSink, OpenEvents
-from edge_hf.daemon.sinks import AlertThread, RecordingSink
+from edge_hf.daemon.sinks import AlertThread, ClipNotice, QuietSink, RecordingSink, TeeSink
 from edge_hf.daemon.snapshots import Retention, SnapshotSink
+from edge_hf.daemon.status import SinkHealth, Snapshot
 from tests.conftest import fall_detector
 
 
@@ -38,6 +40,61 @@ def _event(i: int, kind: str = "start", picture: np.ndarray | None = None) -> Fa
         0.9, ModelInfo("m.onnx", 3, 100.0),
         evidence=Evidence(picture, None) if picture is not None else None,
     )  # fmt: skip
+
+
+class CallLog(QuietSink):
+    """Writes every call it gets, with its arguments, to a log shared with the other sinks."""
+
+    def __init__(self, name: str, log: list[tuple[str, str, tuple[object, ...]]]) -> None:
+        self.name, self.log = name, log
+
+    def start(self) -> None:
+        self.log.append((self.name, "start", ()))
+
+    def send(self, event: FallEvent) -> None:
+        self.log.append((self.name, "send", (event,)))
+
+    def camera_status(self, camera: str, status: str) -> None:
+        self.log.append((self.name, "camera_status", (camera, status)))
+
+    def stats(self, snapshot: Snapshot) -> None:
+        self.log.append((self.name, "stats", (snapshot,)))
+
+    def health(self) -> list[SinkHealth]:
+        return [SinkHealth(self.name, True, 0, 0)]
+
+    def listen(self, handler: Callable[[str, str], None]) -> None:
+        self.log.append((self.name, "listen", (handler,)))
+
+    def close(self) -> None:
+        self.log.append((self.name, "close", ()))
+
+    def restore(self, event: FallEvent) -> None:
+        self.log.append((self.name, "restore", (event,)))
+
+    def clip(self, notice: ClipNotice) -> None:
+        self.log.append((self.name, "clip", (notice,)))
+
+
+def test_a_tee_passes_every_call_to_each_sink_in_order_and_joins_their_health() -> None:
+    log: list[tuple[str, str, tuple[object, ...]]] = []
+    tee = TeeSink(CallLog("a", log), CallLog("b", log))
+    event, snapshot = _event(1), object()
+    notice = ClipNotice(event.event_id, "hall", "box", "c.mp4", "skeleton", 100.0, -2.0, 3.0, 50,
+                        10.0, 1000)  # fmt: skip
+
+    def handler(camera: str, command: str) -> None:
+        return None
+
+    calls: list[tuple[str, tuple[object, ...]]] = [
+        ("start", ()), ("send", (event,)), ("camera_status", ("hall", "online")),
+        ("stats", (snapshot,)), ("listen", (handler,)), ("restore", (event,)),
+        ("clip", (notice,)), ("close", ()),
+    ]  # fmt: skip
+    for name, args in calls:
+        getattr(tee, name)(*args)
+    assert log == [(sink, name, args) for name, args in calls for sink in ("a", "b")]
+    assert [h.name for h in tee.health()] == ["a", "b"]
 
 
 def test_the_inference_loop_never_waits_for_the_sinks_and_nothing_is_dropped() -> None:

@@ -44,7 +44,10 @@ class ClipNotice:
 
 
 class AlertSink(Protocol):
-    """What the pipeline needs from an alert destination."""
+    """What the pipeline needs from an alert destination. Every call has a caller (the pipeline,
+    replay, the journal's `restore`, the clip writer's `clip`), but a sink that cares about only
+    some calls writes only those and takes the rest from QuietSink (no-ops) or ForwardingSink (on
+    to the sink behind it); MQTT and TeeSink write all."""
 
     def start(self) -> None:
         """Connect or open; must not block on an unreachable destination."""
@@ -181,40 +184,36 @@ class TeeSink:
     def __init__(self, *sinks: AlertSink) -> None:
         self.sinks = sinks
 
-    def start(self) -> None:
+    def _each(self, call: Callable[[AlertSink], object]) -> None:
         for s in self.sinks:
-            s.start()
+            call(s)
+
+    def start(self) -> None:
+        self._each(lambda s: s.start())
 
     def send(self, event: FallEvent) -> None:
-        for s in self.sinks:
-            s.send(event)
+        self._each(lambda s: s.send(event))
 
     def camera_status(self, camera: str, status: str) -> None:
-        for s in self.sinks:
-            s.camera_status(camera, status)
+        self._each(lambda s: s.camera_status(camera, status))
 
     def stats(self, snapshot: Snapshot) -> None:
-        for s in self.sinks:
-            s.stats(snapshot)
+        self._each(lambda s: s.stats(snapshot))
 
     def health(self) -> list[SinkHealth]:
         return [h for s in self.sinks for h in s.health()]
 
     def listen(self, handler: Callable[[str, str], None]) -> None:
-        for s in self.sinks:
-            s.listen(handler)
+        self._each(lambda s: s.listen(handler))
 
     def close(self) -> None:
-        for s in self.sinks:
-            s.close()
+        self._each(lambda s: s.close())
 
     def restore(self, event: FallEvent) -> None:
-        for s in self.sinks:
-            s.restore(event)
+        self._each(lambda s: s.restore(event))
 
     def clip(self, notice: ClipNotice) -> None:
-        for s in self.sinks:
-            s.clip(notice)
+        self._each(lambda s: s.clip(notice))
 
 
 class RecordingSink(QuietSink):
