@@ -45,9 +45,10 @@ from edge_hf.daemon.config import (
     ensure_state_dir,
     load_config,
 )
-from edge_hf.daemon.events import FallDetector, ModelInfo
+from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.explain import attach, explanation
 from edge_hf.daemon.journal import JournalSink, OpenEvents
+from edge_hf.daemon.payload import ModelInfo
 from edge_hf.daemon.person import PersonStage, load_head, load_sequence
 from edge_hf.daemon.pipeline import CameraRuntime, Pipeline
 from edge_hf.daemon.replay import replay as replay_files

@@ -48,10 +48,10 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from edge_hf.core.errors import shown
 from edge_hf.daemon.config import MqttConfig, StateFiles, is_name
-from edge_hf.daemon.events import FallEvent, strict_json
 from edge_hf.daemon.homeassistant import Discovery, discovery, discovery_topics
 from edge_hf.daemon.lograte import LogRate, RateLimitFilter
 from edge_hf.daemon.outbox import Outbox
+from edge_hf.daemon.payload import FallEvent, strict_json
 from edge_hf.daemon.sinks import ClipNotice
 from edge_hf.daemon.status import SinkHealth, Snapshot
 
