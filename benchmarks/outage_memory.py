@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from edge_hf.bench.broker import Broker
 from edge_hf.daemon.config import MqttConfig
-from edge_hf.daemon.events import FallEvent, ModelInfo
 from edge_hf.daemon.mqtt import MqttSink
+from edge_hf.daemon.payload import FallEvent, ModelInfo
 
 
 def _rss_mib() -> float:

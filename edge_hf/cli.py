@@ -118,7 +118,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_replay(args: argparse.Namespace) -> int:
     from datetime import datetime
 
-    from edge_hf.daemon.app import REPLAY_STATE_DIR, ReplayRequest, replay
+    from edge_hf.daemon.replay import REPLAY_STATE_DIR, ReplayRequest, replay
 
     if args.origin == "now":
         origin = time.time()

@@ -19,7 +19,8 @@ import pytest
 import torch
 
 from edge_hf.daemon.config import DetectionConfig
-from edge_hf.daemon.events import FallDetector, ModelInfo
+from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.payload import ModelInfo
 from edge_hf.training.synth import generate, write_video
 from tests.broker import Broker
 

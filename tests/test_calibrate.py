@@ -20,8 +20,9 @@ from edge_hf.daemon.calibrate import (
     write_threshold,
 )
 from edge_hf.daemon.config import DetectionConfig, load_config
-from edge_hf.daemon.events import FallDetector, ModelInfo
-from edge_hf.daemon.replay import replay as replay_files
+from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.payload import ModelInfo
+from edge_hf.daemon.replay import replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_demo_clips
 from tests.conftest import SHARED_DATA, SHIPPED_MODEL

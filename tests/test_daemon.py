@@ -25,8 +25,9 @@ from edge_hf.core.runtime import read_contract
 from edge_hf.daemon.app import build_pipeline, with_snapshots
 from edge_hf.daemon.capture import CaptureThread, TickSampler, sample_by_media_time
 from edge_hf.daemon.config import Config, DetectionConfig, check_against_model
-from edge_hf.daemon.events import FallDetector, ModelInfo
-from edge_hf.daemon.replay import replay as replay_files
+from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.payload import ModelInfo
+from edge_hf.daemon.replay import replay_files
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sinks import JsonLinesSink, RecordingSink, TeeSink
 from edge_hf.daemon.sources import (

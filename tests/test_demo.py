@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_hf.daemon.app import ReplayRequest, replay
+from edge_hf.daemon.replay import ReplayRequest, replay
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "deploy" / "demo-real.yaml"

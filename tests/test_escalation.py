@@ -21,10 +21,11 @@ import pytest
 import edge_hf
 from edge_hf.core.posefall import PoseVerdict
 from edge_hf.daemon.config import DetectionConfig, MqttConfig
-from edge_hf.daemon.events import FallDetector, FallEvent, ModelInfo
+from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.homeassistant import Discovery, discovery
 from edge_hf.daemon.journal import JournalSink, OpenEvents
 from edge_hf.daemon.mqtt import MqttSink
+from edge_hf.daemon.payload import FallEvent, ModelInfo
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_video
 from tests.broker import Broker, alerts_printed, publish_sentinel

@@ -18,7 +18,7 @@ from edge_hf.core.errors import UserError
 from edge_hf.daemon.app import attach_clips, build_pipeline, with_clips, with_snapshots
 from edge_hf.daemon.config import Config, parse_config
 from edge_hf.daemon.mqtt import MqttSink
-from edge_hf.daemon.replay import replay as replay_files
+from edge_hf.daemon.replay import replay_files
 from edge_hf.daemon.sinks import AlertSink, ClipNotice, RecordingSink, TeeSink
 from edge_hf.daemon.skeleton import FALLEN, PALETTE, Figure, Skeleton, draw
 from tests.broker import Broker

@@ -19,9 +19,10 @@ from edge_hf.cli import main
 from edge_hf.core.posefall import PoseVerdict, Seen
 from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.config import Config, DetectionConfig
-from edge_hf.daemon.events import FallDetector, ModelInfo
+from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.payload import ModelInfo
 from edge_hf.daemon.prometheus import SnapshotCollector
-from edge_hf.daemon.replay import replay as replay_files
+from edge_hf.daemon.replay import replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from tests.conftest import SHARED_DATA
 
@@ -173,7 +174,7 @@ def test_a_fall_that_alarmed_says_what_raised_it_and_when(
 
 def _seconds_of(iso_time: str) -> float:
     """Seconds after the epoch (replay's default --origin) of an event's ISO time."""
-    from edge_hf.daemon.events import unix
+    from edge_hf.daemon.payload import unix
 
     return unix(iso_time)
 

@@ -25,10 +25,10 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from edge_hf.daemon.app import build_pipeline, with_snapshots
 from edge_hf.daemon.config import Config, MqttConfig
-from edge_hf.daemon.events import FallEvent
 from edge_hf.daemon.journal import JournalSink, OpenEvents
 from edge_hf.daemon.mqtt import MqttSink
-from edge_hf.daemon.replay import replay as replay_files
+from edge_hf.daemon.payload import FallEvent
+from edge_hf.daemon.replay import replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_demo_clips
 from tests.broker import Broker

@@ -23,9 +23,9 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 import edge_hf
 from edge_hf.daemon.config import MqttConfig
-from edge_hf.daemon.events import FallEvent, ModelInfo
 from edge_hf.daemon.mqtt import MqttSink
 from edge_hf.daemon.outbox import Outbox
+from edge_hf.daemon.payload import FallEvent, ModelInfo
 from edge_hf.training.synth import write_demo_clips
 from tests.broker import Broker, alerts_printed, free_port, make_tls, refusals
 from tests.conftest import SHIPPED_MODEL, wait_or_fail

@@ -10,8 +10,8 @@ import pytest
 
 from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.config import Config
-from edge_hf.daemon.events import FallEvent
-from edge_hf.daemon.replay import replay as replay_files
+from edge_hf.daemon.payload import FallEvent
+from edge_hf.daemon.replay import replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_video
 from tests.conftest import SHARED_DATA, clip_frames

@@ -17,7 +17,7 @@ from edge_hf.core.personcrop import BoxTrack, PersonCropRule, crop_box, cut, wor
 from edge_hf.core.pose import POSE_MODEL
 from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.config import Config
-from edge_hf.daemon.replay import replay as replay_files
+from edge_hf.daemon.replay import replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.data import Clip, HyperframeDataset, WindowSpec, decode_clips
 from tests.conftest import SHARED_DATA

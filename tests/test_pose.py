@@ -24,9 +24,10 @@ from edge_hf.core.pose import (
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, PoseVerdict
 from edge_hf.daemon.app import build_pipeline, check
 from edge_hf.daemon.config import Config, DetectionConfig
-from edge_hf.daemon.events import FallDetector, ModelInfo
+from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.payload import ModelInfo
 from edge_hf.daemon.person import PoseSlot
-from edge_hf.daemon.replay import replay as replay_files
+from edge_hf.daemon.replay import replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from tests.conftest import SHARED_DATA, live, wait_until
 

@@ -124,7 +124,7 @@ def _replay_with_head(video: Path, tmp_path: Path, head: PoseHead | Path) -> lis
     pose head deciding (`decision: pose`)."""
     from edge_hf.daemon.app import build_pipeline
     from edge_hf.daemon.config import Config
-    from edge_hf.daemon.replay import replay as replay_files
+    from edge_hf.daemon.replay import replay_files
     from edge_hf.daemon.sinks import RecordingSink
 
     path = head if isinstance(head, Path) else tmp_path / f"head_{head.threshold}.json"

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from edge_hf.daemon.config import DetectionConfig
-from edge_hf.daemon.events import FallDetector, ModelInfo
+from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.payload import ModelInfo
 from experiments import realbench as rb
 
 

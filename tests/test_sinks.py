@@ -14,8 +14,8 @@ import cv2
 import numpy as np
 import pytest
 
-from edge_hf.daemon.events import Evidence, FallEvent, ModelInfo
 from edge_hf.daemon.journal import JournalSink, OpenEvents
+from edge_hf.daemon.payload import Evidence, FallEvent, ModelInfo
 from edge_hf.daemon.sinks import AlertThread, ClipNotice, QuietSink, RecordingSink, TeeSink
 from edge_hf.daemon.snapshots import Retention, SnapshotSink
 from edge_hf.daemon.status import SinkHealth, Snapshot

@@ -20,8 +20,8 @@ from edge_hf.cli import main
 from edge_hf.core.zones import Zone, Zones, inside, polygon_problem
 from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.config import Config
-from edge_hf.daemon.events import FallEvent
-from edge_hf.daemon.replay import replay as replay_files
+from edge_hf.daemon.payload import FallEvent
+from edge_hf.daemon.replay import replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.synth import write_video
 from tests.conftest import SHARED_DATA, clip_frames
@@ -182,7 +182,8 @@ def test_what_the_detector_cannot_see_it_neither_counts_nor_refuses() -> None:
     evidence). A fallen person the pose model lost is judged where the rules last had them."""
     from edge_hf.core.posefall import PoseVerdict, Seen
     from edge_hf.daemon.config import DetectionConfig
-    from edge_hf.daemon.events import FallDetector, ModelInfo
+    from edge_hf.daemon.events import FallDetector
+    from edge_hf.daemon.payload import ModelInfo
 
     bed = Zones((Zone("bed", "ignore", ((0.0, 0.5), (1.0, 0.5), (1.0, 1.0), (0.0, 1.0))),))
 

@@ -31,7 +31,7 @@ from edge_hf.core.errors import UserError
 from edge_hf.core.posehead import PoseHead
 from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.config import CameraConfig, Config, ModelConfig, PersonConfig
-from edge_hf.daemon.events import FallEvent
+from edge_hf.daemon.payload import FallEvent
 from edge_hf.daemon.pipeline import Pipeline
 from edge_hf.daemon.sinks import QuietSink
 

@@ -31,7 +31,7 @@ import cv2
 import numpy as np
 
 from edge_hf.daemon.config import ClipsConfig
-from edge_hf.daemon.events import FallEvent, iso
+from edge_hf.daemon.payload import FallEvent, iso
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sinks import AlertSink, ClipNotice, ForwardingSink
 from edge_hf.daemon.skeleton import PoseTick, Skeleton, draw

@@ -26,8 +26,8 @@ from typing import Any
 
 from edge_hf.core.errors import shown
 from edge_hf.daemon.config import is_name
-from edge_hf.daemon.events import FallEvent, strict_json
 from edge_hf.daemon.lograte import LogRate
+from edge_hf.daemon.payload import FallEvent, strict_json
 from edge_hf.daemon.sinks import AlertSink, ForwardingSink
 
 log = logging.getLogger(__name__)

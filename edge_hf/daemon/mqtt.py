@@ -48,21 +48,16 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from edge_hf.core.errors import shown
 from edge_hf.daemon.config import MqttConfig, StateFiles, is_name
-from edge_hf.daemon.events import FallEvent, strict_json
 from edge_hf.daemon.homeassistant import Discovery, discovery, discovery_topics
 from edge_hf.daemon.lograte import LogRate, RateLimitFilter
 from edge_hf.daemon.outbox import Outbox
+from edge_hf.daemon.payload import FallEvent, strict_json
 from edge_hf.daemon.sinks import ClipNotice
 from edge_hf.daemon.status import SinkHealth, Snapshot
 
 log = logging.getLogger(__name__)
-# online; slow: frames too seldom for the model's interval; overloaded: the machine skips this
-# camera's windows (it does not keep up with all cameras); degraded: the person stage fails on
-# this camera (the classifier decides alone); blind: the picture black or frozen; stalled: no
-# frames; offline: not running.
 PAHO_LOG = logging.getLogger("edge_hf.daemon.paho")
 RECONNECT_MAX_S = 4  # the longest wait between two reconnect attempts
-CAMERA_STATUSES = ("online", "slow", "overloaded", "degraded", "blind", "stalled", "offline")
 WATCH_S = 2.0  # how often the network thread is checked
 MAX_SNAPSHOT_BYTES = 5_000_000  # a larger picture is not published (it stays on disk)
 CONNACK_TIMEOUT_S = 5.0  # a CONNECT unanswered this long is said (a broker answers in ms)

@@ -27,9 +27,10 @@ from edge_hf.core.personcrop import crop_box, cut, work_size
 from edge_hf.daemon.capture import CaptureThread
 from edge_hf.daemon.classifier import Classifier
 from edge_hf.daemon.config import CameraConfig, Config
-from edge_hf.daemon.events import Evidence, FallDetector, FallEvent
+from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.load import LOAD_PERIOD_S, LoadTotals, LoadWatch
 from edge_hf.daemon.lograte import LogRate
+from edge_hf.daemon.payload import Evidence, FallEvent
 from edge_hf.daemon.person import PersonStage, PoseSlot
 from edge_hf.daemon.ring import FrameRing, Window
 from edge_hf.daemon.sdnotify import Notifier, watchdog_interval_s

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TextIO
 
-from edge_hf.daemon.events import FallEvent, iso, strict_json
+from edge_hf.daemon.payload import FallEvent, iso, strict_json
 from edge_hf.daemon.status import SinkHealth, Snapshot
 
 log = logging.getLogger(__name__)

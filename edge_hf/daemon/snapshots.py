@@ -17,7 +17,7 @@ from pathlib import Path
 
 import cv2
 
-from edge_hf.daemon.events import FallEvent, iso
+from edge_hf.daemon.payload import FallEvent, iso
 from edge_hf.daemon.sinks import AlertSink, ForwardingSink
 from edge_hf.daemon.skeleton import draw, encode_png
 

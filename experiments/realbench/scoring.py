@@ -18,7 +18,7 @@ from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.calibrate import quiet_point, suggested_threshold
 from edge_hf.daemon.config import Config, DetectionConfig
 from edge_hf.daemon.events import FallDetector
-from edge_hf.daemon.replay import replay as replay_files
+from edge_hf.daemon.replay import replay_files
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.training.data import parse_crop
 
