@@ -50,7 +50,10 @@ def look_of(spec: str) -> LookSettings:
         name, _, value = part.partition("=")
         if name not in kinds:
             raise SystemExit(f"--look {spec!r}: no setting {name!r}; known: {sorted(kinds)}")
-        values[name] = int(value) if kinds[name] in (int, "int") else float(value)
+        try:
+            values[name] = int(value) if kinds[name] in (int, "int") else float(value)
+        except ValueError:
+            raise SystemExit(f"--look {spec!r}: {name} = {value!r} is not a number") from None
     return LookSettings(**values)
 
 

@@ -309,8 +309,11 @@ class LookSettings:
 def view_frame(
     frame_bgr: np.ndarray, crop: tuple[int, int, int, int] | None, side: int
 ) -> np.ndarray:
-    """The camera view a second look cuts from (`pose_frame` at LOOK_ZOOM times `side`)."""
-    return pose_frame(frame_bgr, crop, round(side * LOOK_ZOOM))
+    """The camera view a second look cuts from: the `crop`, the long side at most LOOK_ZOOM
+    times `side`, still BGR (a resize; `SecondLook.people` prepares it as `pose_frame` would
+    only on a tick that cuts a square from it: the night denoising of this large view is the
+    costly part)."""
+    return shrunk(frame_bgr, crop, round(side * LOOK_ZOOM))
 
 
 Box = tuple[float, float, float, float]
@@ -404,16 +407,17 @@ class SecondLook:
         y = int(min(max(cy - side / 2, 0), max(view_hw[0] - side, 0)))
         return x, y, side
 
-    def people(self, t: float, small_rgb: np.ndarray, view_rgb: np.ndarray) -> list[Person]:
+    def people(self, t: float, small_rgb: np.ndarray, view_bgr: np.ndarray) -> list[Person]:
         """The people at `t` in pixels of `small_rgb` (the pose frame), best first: the pose
         model on the whole frame, then each square's best person (the one on the box looked
-        for, else the best scoring) in place of those it overlaps."""
+        for, else the best scoring) in place of those it overlaps. `view_bgr`: `view_frame`'s,
+        prepared as the pose model is given a frame (`pose_frame`) only when a square is cut."""
         found = self.estimator.people(small_rgb)
-        k = max(view_rgb.shape[:2]) / max(small_rgb.shape[:2])  # view pixels per pose pixel
+        k = max(view_bgr.shape[:2]) / max(small_rgb.shape[:2])  # view pixels per pose pixel
         looked: list[Box] = []
         squares: list[tuple[Box, int, int, int]] = []  # (box looked for, x, y, side)
         for box in self.boxes(found, small_rgb):
-            sq = self.square(box, k, view_rgb.shape[:2])
+            sq = self.square(box, k, view_bgr.shape[:2])
             if sq is None or any(_inside(box, b) > 0.8 for b in looked):
                 continue
             x, y, side = sq
@@ -422,6 +426,8 @@ class SecondLook:
             if len(looked) == self.s.max_crops:
                 break
         self.crops += len(squares)
+        # (already at its size: pose_frame only converts it, or denoises a grey one)
+        view_rgb = pose_frame(view_bgr, None, max(view_bgr.shape[:2])) if squares else view_bgr
         # (the squares in one `people_batch`: one run with a batched pose model)
         nears = self.estimator.people_batch(
             [view_rgb[y : y + side, x : x + side] for _, x, y, side in squares],

@@ -177,7 +177,7 @@ class PoseSlot:
 
     def take(self) -> tuple[float, np.ndarray, np.ndarray | None] | None:
         """The newest frame not yet taken (its sample time, RGB, and with `look` the camera view
-        at LOOK_ZOOM times the side), or None."""
+        at LOOK_ZOOM times the side, BGR: `view_frame`), or None."""
         with self._lock:
             got, self._frame = self._frame, None
         return got
