@@ -203,6 +203,7 @@ def _camera(
         decision=cfg.person.decision if person is not None else "cnn",
         zones=cam.zone_rules(),
         when_others=cfg.person.when_others_present if person is not None else None,
+        lost_s=cfg.person.lost_s if person is not None else 0.0,
     )
     detector.keeps_pictures = detection.snapshot or cfg.clips.enabled  # (a clip's time too)
     pose_slot = person.slot() if person is not None else None

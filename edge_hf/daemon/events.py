@@ -77,6 +77,8 @@ class _Candidate:
     frame: np.ndarray | None
     evidence: np.ndarray | None = None
     gated: float | None = None  # the person stayed down (this mean) while the decision refused
+    down: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=1000))
+    up: float | None = None  # lost_s: the mean P(up) before the descent (`_up_before`)
 
 
 @dataclass
@@ -97,6 +99,9 @@ CONFIRM_LEVEL = 0.5  # mean P(falling or down) over confirm_s: more likely on th
 UP_BEFORE_GAP_S = 0.5  # up_before_s ends this long before the descent (a stumble just before)
 UP_BEFORE_MIN_S = 1.0  # less history than this (the camera just started) counts as up
 POSE_DOWN_S = 3.0  # decisions `both`, `combined`: the pose rules saw someone down this recently
+LOST_NEAR_S = 1.0  # person.lost_s: the pose stage last found someone this close to the descent
+LOST_UP_S = 2.0  # person.lost_s: the classifier saw the person up over this before the descent
+LOST_EDGE = 0.02  # person.lost_s: upright this near the view's side when last found: walked out
 # decisions in which a pose fall starts an event
 POSE_RAISES: tuple[DecisionRule, ...] = ("either", "pose", "combined")
 OTHERS_S = 1.0  # others present: the most upright people at a pose tick this long before a start
@@ -137,6 +142,7 @@ class FallDetector:
         wall: Callable[[float], float] | None = None,
         zones: Zones | None = None,
         when_others: str | None = None,
+        lost_s: float = 0.0,
     ) -> None:
         self.camera, self.device_id, self.cfg = camera, device_id, cfg
         self.decision = decision  # PersonConfig.decision when the person stage is on
@@ -152,6 +158,13 @@ class FallDetector:
         self._pose_fall_at: float | None = None  # a pose fall fed, raised with the next window
         self._pose_person: tuple[int, tuple[float, float, float, float]] | None = None
         self._pose_fed = False  # a pose verdict came (the person stage is on)
+        # person.lost_s: the pose stage last finding anyone around the classifier's descent and
+        # nobody for lost_s since lets the `both`/`combined` gate pass that descent as someone
+        # seen down would (a person who falls out of the pose model's sight: in the dark,
+        # behind furniture, out of the picture). `_found`: when it last found someone, and who.
+        self.lost_s = lost_s
+        self._found: tuple[float, Seen] | None = None
+        self._upright_at = float("-inf")  # the last pose tick that found someone upright
         # (t, whether anyone was down or fallen) of the newest pose tick: "still on the floor"
         self._lying: tuple[float, bool] = (float("-inf"), False)
         self._not_up: deque[tuple[float, float]] = deque()  # (t, P(falling or down)), POSE_DOWN_S
@@ -163,7 +176,8 @@ class FallDetector:
         self._recent: deque[float] = deque(maxlen=cfg.n)
         self._open: _Open | None = None
         self._candidate: _Candidate | None = None
-        self._down: deque[tuple[float, float]] = deque(maxlen=1000)  # (t, down probability)
+        # A descent the decision's gate refused, waiting to be confirmed by lost_s alone.
+        self._lost: _Candidate | None = None
         self._up: deque[tuple[float, float]] = deque()  # (t, P(up)) over up_before_s + gap
         self._refusing = False  # this descent was refused (up_before_s): counted once
         self._cooldown_until = float("-inf")
@@ -211,8 +225,8 @@ class FallDetector:
         state = ("alarm" if self._open is not None else "candidate" if self._candidate else
                  "cooldown" if t < self._cooldown_until else "watching")  # fmt: skip
         confirm = None
-        if self._candidate is not None and self._down:
-            confirm = sum(d for _, d in self._down) / len(self._down)
+        if self._candidate is not None and self._candidate.down:
+            confirm = sum(d for _, d in self._candidate.down) / len(self._candidate.down)
         up = self._up_level(t) if self.cfg.up_before_s else None
         level = smoothed_level(self._recent, self.cfg)
         return Gates(t, score, p_down, level, state, confirm, up, self._cnn_may_start(t))
@@ -264,15 +278,32 @@ class FallDetector:
             self._not_up.append((t, score + p_down))
             while self._not_up[0][0] < t - POSE_DOWN_S:
                 self._not_up.popleft()
-        if p_down is not None and self.cfg.up_before_s:
+        if p_down is not None and self._up_span():
             self._up.append((t, 1.0 - score - p_down))
-            while self._up[0][0] < t - self.cfg.up_before_s - UP_BEFORE_GAP_S - 1.0:
+            while self._up[0][0] < t - self._up_span() - UP_BEFORE_GAP_S - 1.0:
                 self._up.popleft()
         ev = self._open
         if ev is None:
+            if self._lost is not None:
+                started = self._confirm_lost(score, t, p_down)
+                if started:
+                    return started
             if self._candidate is not None:
                 return self._confirm(score, t, p_down)
-            if t >= self._cooldown_until and self._smoothed_above() and self._cnn_may_start(t):
+            above = t >= self._cooldown_until and self._smoothed_above()
+            if (
+                above
+                and self._lost is None
+                and self._may_wait(p_down)
+                and not self._cnn_may_start(t)
+            ):
+                up = self._up_before(t)
+                # (the classifier and the pose stage both saw someone up before the descent)
+                seen_up = self._upright_at >= t - LOST_UP_S - UP_BEFORE_GAP_S
+                if up is not None and up >= CONFIRM_LEVEL and seen_up:
+                    frame = None if centre_frame is None else centre_frame.copy()
+                    self._lost = _Candidate(t, score, frame, evidence, up=up)
+            if above and self._cnn_may_start(t):
                 if not self.cfg.confirm_s or p_down is None:
                     ctx = self._context(t)
                     if ctx.refusal:
@@ -285,7 +316,6 @@ class FallDetector:
                     return []
                 frame = None if centre_frame is None else centre_frame.copy()
                 self._candidate = _Candidate(t, score, frame, evidence)
-                self._down.clear()
             else:
                 self._refusing = False
                 self._said = ""
@@ -355,6 +385,7 @@ class FallDetector:
             self._pose_person = verdict.person or self._pose_person
         if verdict.down:
             self._pose_down_at = max(self._pose_down_at, t)
+        self._track_lost(t, verdict)
         if verdict.new_fall and self.decision in POSE_RAISES:
             self._pose_fall_at = t
             self._pose_person = verdict.person
@@ -370,6 +401,27 @@ class FallDetector:
                     down_s = ups[mine] if mine is not None else max(ups.values())
                     return [self._end(self.last_score, t, "got_up", down_s)]
         return []
+
+    def _track_lost(self, t: float, verdict: PoseVerdict) -> None:
+        """When the pose stage last found someone, and who (the best-scoring), for `lost_s`."""
+        if self.lost_s and verdict.seen:
+            self._found = (t, max(verdict.seen, key=lambda s: s.score or 0.0))
+            if any(s.upright for s in verdict.seen):
+                self._upright_at = t
+
+    def _lost_at_descent(self, c: _Candidate, t: float) -> bool:
+        """Whether the pose stage lost everyone at candidate `c`'s descent (`lost_s`): it last
+        found someone from LOST_NEAR_S before the descent on and nobody in the lost_s up to `t`,
+        that person was not upright at the left or right edge of the view (LOST_EDGE: walked out
+        of it),
+        (the classifier read them up before it: `_up_before`, checked when it is seen)."""
+        if not self.lost_s or self._found is None or not self.pose_ok:
+            return False
+        last, who = self._found
+        inside = who.box[0] > LOST_EDGE and who.box[2] < 1.0 - LOST_EDGE
+        if not inside and who.upright:
+            return False  # upright at the side of the view: walked out of it
+        return t - last >= self.lost_s and last >= c.started - LOST_NEAR_S
 
     def _escalation_due(self, ev: _Open, t: float) -> bool:
         """Whether the open fall `ev` is still on the floor `escalate_after_s` after its start
@@ -407,10 +459,31 @@ class FallDetector:
             return t - self._pose_down_at <= POSE_DOWN_S
         return True
 
-    def _up_level(self, t: float) -> float | None:
-        """The mean P(up) over the up_before_s before a descent at `t` (None: too little
-        history, which counts as up)."""
-        lo, hi = t - UP_BEFORE_GAP_S - self.cfg.up_before_s, t - UP_BEFORE_GAP_S
+    def _may_wait(self, p_down: float | None) -> bool:
+        """With `lost_s`, a descent the gate refuses may still be confirmed by lost_s alone
+        (`_confirm_lost`): a person who falls out of the pose model's sight is found upright
+        until the descent and lost only after it."""
+        return bool(self.lost_s and self.cfg.confirm_s and p_down is not None and self._pose_fed
+                    and self.decision in ("both", "combined"))  # fmt: skip
+
+    def _up_before(self, t: float) -> float | None:
+        """lost_s: the mean P(up) over the LOST_UP_S before a descent at `t` (UP_BEFORE_GAP_S
+        before it), or over every window before it when the camera has not run that long
+        (a person falling in its first seconds); None: no window before it."""
+        lo, hi = t - LOST_UP_S - UP_BEFORE_GAP_S, t - UP_BEFORE_GAP_S
+        before = [p for at, p in self._up if lo <= at <= hi]
+        before = before or [p for at, p in self._up if at < t]
+        return sum(before) / len(before) if before else None
+
+    def _up_span(self) -> float:
+        """How long before a descent P(up) is kept: up_before_s, and LOST_UP_S with lost_s."""
+        return max(self.cfg.up_before_s, LOST_UP_S if self.lost_s else 0.0)
+
+    def _up_level(self, t: float, span: float | None = None) -> float | None:
+        """The mean P(up) over the `span` (default up_before_s) before a descent at `t` (None:
+        too little history, which counts as up)."""
+        span = self.cfg.up_before_s if span is None else span
+        lo, hi = t - UP_BEFORE_GAP_S - span, t - UP_BEFORE_GAP_S
         before = [p for at, p in self._up if lo <= at <= hi]
         if not before or hi - self._up[0][0] < UP_BEFORE_MIN_S:  # (oldest first)
             return None
@@ -435,19 +508,51 @@ class FallDetector:
                          f"{CONFIRM_LEVEL})")  # fmt: skip
         return False
 
-    def _confirm(self, score: float, t: float, p_down: float | None) -> list[FallEvent]:
-        c = self._candidate
-        assert c is not None  # called only with a candidate
-        confirm_s = self.cfg.confirm_s or 0.0
+    def _what(self) -> str:
+        return "P(down)" if self.cfg.confirm_on == "down" else "P(falling or down)"
+
+    def _stayed(self, c: _Candidate, score: float, t: float, p_down: float | None) -> float:
+        """Feed candidate `c` one window; its mean "not up" (or down, `confirm_on`) over the
+        last confirm_s."""
         c.peak_score = max(c.peak_score, score)
         # "Not up": falling or down (1 - P(adl)); a person still sinking counts as down.
         # "down": the person on the floor alone (the sliding mean waits out the descent).
         lying = p_down or 0.0
-        self._down.append((t, lying if self.cfg.confirm_on == "down" else score + lying))
-        while self._down and self._down[0][0] < t - confirm_s:
-            self._down.popleft()
-        stayed = sum(d for _, d in self._down) / len(self._down)
-        what = "P(down)" if self.cfg.confirm_on == "down" else "P(falling or down)"
+        c.down.append((t, lying if self.cfg.confirm_on == "down" else score + lying))
+        while c.down and c.down[0][0] < t - (self.cfg.confirm_s or 0.0):
+            c.down.popleft()
+        return sum(d for _, d in c.down) / len(c.down)
+
+    def _confirm_lost(self, score: float, t: float, p_down: float | None) -> list[FallEvent]:
+        """Feed the descent the gate refused (`_lost`) one window: a `start` once the person
+        stayed down confirm_s and the pose stage lost them at it (`_lost_at_descent`); dropped
+        CONFIRM_GRACE_S after confirm_s (the gate's refusal is said by the candidate path)."""
+        c = self._lost
+        assert c is not None  # called only with one
+        confirm_s = self.cfg.confirm_s or 0.0
+        stayed = self._stayed(c, score, t, p_down)
+        if t - c.started > confirm_s + CONFIRM_GRACE_S:
+            self._lost = None
+            return []
+        if t - c.started < confirm_s or stayed < CONFIRM_LEVEL or not self._lost_at_descent(c, t):
+            return []
+        self._lost = self._candidate = None
+        ctx = self._context(t, lost=True)
+        if ctx.refusal or self._found is None:
+            return []
+        by = (f"the classifier saw a descent at {self._at(c.started)} (mean P(up) {c.up:.2f} "
+              f"before it) and the person stayed down (mean {self._what()} {stayed:.2f} over "
+              f"{confirm_s:g} s), and the pose stage found nobody from "
+              f"{self._at(self._found[0])} on (person.lost_s {self.lost_s:g})")  # fmt: skip
+        return [self._start(c.peak_score, t, c.frame, started=c.started, evidence=c.evidence,
+                            ctx=ctx, by=by)]  # fmt: skip
+
+    def _confirm(self, score: float, t: float, p_down: float | None) -> list[FallEvent]:
+        c = self._candidate
+        assert c is not None  # called only with a candidate
+        confirm_s = self.cfg.confirm_s or 0.0
+        stayed = self._stayed(c, score, t, p_down)
+        what = self._what()
         if t - c.started >= confirm_s and stayed >= CONFIRM_LEVEL and self._cnn_may_start(t):
             self._candidate = None
             ctx = self._context(t)
@@ -502,7 +607,7 @@ class FallDetector:
         self._open = _Open(event.event_id, t - max(0.0, age), event.started_at,
                            event.peak_score, person=event.person,
                            escalated=escalated)  # fmt: skip
-        self._candidate = None
+        self._candidate = self._lost = None
         log.info("%s: fall %s still latched from the last run (%.0f s ago)", self.camera,
                  event.event_id, age)  # fmt: skip
         return True
@@ -524,6 +629,7 @@ class FallDetector:
         started_at = self.wall(started)
         event_id = str(uuid.uuid5(_NAMESPACE, f"{self.device_id}/{self.camera}/{started_at:.3f}"))
         self._open = _Open(event_id, started, started_at, score, person=ctx.person)
+        self._candidate = self._lost = None  # (a fall in progress: no descent waits)
         self._said = ""
         self.counts.start += 1
         log.info("%s: fall started (score %.2f) event %s", self.camera, score, event_id)
@@ -549,12 +655,15 @@ class FallDetector:
         while self._seen and self._seen[0][0] < t - POSE_DOWN_S:
             self._seen.popleft()
 
-    def _context(self, t: float) -> _Context:
-        """The person a fall starting at `t` is about (the one the pose stage saw down lately),
+    def _context(self, t: float, lost: bool = False) -> _Context:
+        """The person a fall starting at `t` is about (the one the pose stage saw down lately;
+        `lost`: the one it found last, `_lost_at_descent`),
         the others upright in view, the zone they lie in, and whether zones or
         `when_others_present` refuse it. Without the person stage, or while it fails, nothing is
         known and nothing refused (an alarm with less evidence)."""
         person = self._pose_person if t - self._pose_down_at <= POSE_DOWN_S else None
+        if person is None and lost and self._found is not None:
+            person = (self._found[1].track, self._found[1].box)  # lost: who, where last found
         if self.when_others is None or not self.pose_ok:
             return _Context(person)
         latest: dict[int, Seen] = {}  # each person's last state (oldest ticks first)

@@ -71,6 +71,11 @@ def main() -> None:
         "experiments/pose_seq.py, which saw no real clip); its own rows",
     )  # fmt: skip
     p.add_argument(
+        "--traces", action="store_true",
+        help="--conditions: keep what each camera's detector was fed under <out>/work/traces "
+        "(rows already counted are run again once to keep theirs), for experiments.gate_sweep",
+    )  # fmt: skip
+    p.add_argument(
         "--recipe", default="",
         help="--conditions: replay this row's recipe instead of the shipped one (e.g. "
         "variants.CONDITION_AUG_RECIPE); its own rows",

@@ -23,6 +23,7 @@ import csv
 import json
 import logging
 import math
+import pickle
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -462,6 +463,10 @@ def run_condition(
              **({"sequence": Path(seq.format(seed=seed))} if seq else {})},
             _POSE_MEMO,
         )  # fmt: skip
+        if getattr(a, "traces", False):
+            keep_trace(
+                out / "work" / "traces" / f"{slug(a.trace_key)}_{fold}.pkl", test, neg, replayed
+            )
         if test:
             clips += score_fold(test, replayed)
         for it in neg:
@@ -471,6 +476,27 @@ def run_condition(
     result = summarise(clips, sum(negative_events.values()), hours or float("nan"))
     result["negative_events"] = negative_events
     return result
+
+
+def keep_trace(
+    path: Path, test: list[Item], neg: list[Item], replayed: dict[str, dict[str, Any]]
+) -> None:
+    """Keep what one fold's replay fed each camera's detector (`scoring.Calls`), the detector's
+    settings and the clips it scores, for `python -m experiments.gate_sweep` to decide again
+    at other decision settings without running a model."""
+    any_det = next(iter(replayed.values()))["detector"]
+    keep = {
+        "test": test,
+        "negatives": [f"neg_{it.clip_id}" for it in neg],
+        "settings": {"cfg": any_det.cfg, "threshold": any_det.threshold, "model": any_det.model,
+                     "decision": any_det.decision, "when_others": any_det.when_others},
+        "cameras": {name: {"scores": r["scores"], "interval_s": r["interval_s"],
+                           "calls": r["detector"].record.calls, "events": r["events"]}
+                    for name, r in replayed.items()},
+    }  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        pickle.dump(keep, f)
 
 
 def hard_clips(clips: list[dict[str, Any]], about: dict[str, str]) -> tuple[int, int]:
@@ -551,12 +577,18 @@ def main(a: argparse.Namespace, items: list[Item]) -> None:
             side += ", night and hidden augmentation" if a.recipe == CONDITION_AUG_RECIPE else ""
             side += ", pose-sequence model" if getattr(a, "sequence", "") else ""
             key = f"{name}{side} | seed {seed}"
-            if key in runs:
+            a.trace_key = key.replace(" | ", "_s").replace("seed ", "").replace(",", "")
+            traced = (out / "work" / "traces" / f"{slug(a.trace_key)}_{FOLDS[-1]}.pkl").exists()
+            if key in runs and (not getattr(a, "traces", False) or traced):
                 continue
             result = {"condition": name + side, "seed": seed,
                       **run_condition(name, seed, items, negatives, a)}  # fmt: skip
             # (read again: another process may have added rows meanwhile)
             runs = json.loads(runs_file.read_text()) if runs_file.exists() else {}
+            if key in runs:  # (--traces: a row run again to keep its trace)
+                was = {k: runs[key][k] for k in ("falls_detected", "adl_clips_with_event")}
+                now = {k: result[k] for k in was}
+                log.info("conditions: %s again: %s (was %s)", key, now, was)
             runs[key] = result
             runs_file.write_text(json.dumps(runs, indent=1))
             table = conditions_md(runs, about)

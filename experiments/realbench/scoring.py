@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +14,11 @@ import numpy as np
 import torch
 
 from edge_hf.core.pose import MIN_PERSON_SCORE, Person, PoseEstimator
+from edge_hf.core.posefall import PoseVerdict
 from edge_hf.daemon.app import build_pipeline
 from edge_hf.daemon.calibrate import quiet_point, suggested_threshold
 from edge_hf.daemon.config import Config, DetectionConfig
+from edge_hf.daemon.decisions import Decision, Gates
 from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.replay import replay_files
 from edge_hf.daemon.sinks import RecordingSink
@@ -73,6 +75,7 @@ def replay_scores(
         pipeline.person.estimator = MemoEstimator(pipeline.person.estimator, pose_memo)
     for cam in pipeline.cameras:
         cam.detector.trace = []
+        cam.detector.record = Calls()
     try:
         replay_files(pipeline, origin_unix=0.0, hold_end_s=HOLD_END_S)
     finally:
@@ -90,6 +93,46 @@ def replay_scores(
             "events": spans,
             "detector": cam.detector,
         }
+    return out
+
+
+class Calls:
+    """Every window and pose tick one camera's detector was fed, in the order it was fed them
+    (a `DecisionRecord`): enough to feed a fresh detector the same stream at other decision
+    settings without running any model again (`redecide`)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, float, float | None] | tuple[float, PoseVerdict]] = []
+
+    def window(self, gates: Gates) -> None:
+        self.calls.append((gates.t, gates.p_fall, gates.p_down))
+
+    def pose(self, t: float, verdict: PoseVerdict) -> None:
+        self.calls.append((t, verdict))
+
+    def decision(self, decision: Decision) -> None:
+        pass
+
+
+def redecide(
+    calls: dict[str, list[Any]],
+    detector: Callable[[str], FallDetector],
+) -> dict[str, list[list[float]]]:
+    """Per camera, the event spans a fresh detector (`detector(camera)`) raises when fed the
+    recorded stream `calls` (`Calls.calls`) again: windows and pose ticks in their order."""
+    out: dict[str, list[list[float]]] = {}
+    for name, stream in calls.items():
+        det = detector(name)
+        events = []
+        for c in stream:
+            if len(c) == 2:
+                events += det.on_pose(c[0], c[1])
+            else:
+                events += det.update(c[1], c[0], None, c[2])
+        if stream:
+            events += det.close(stream[-1][0])
+        raised = {e.event_id: e.time for e in events if e.type == "start"}
+        out[name] = [[e.started_at, e.time, raised[e.event_id]] for e in events if e.type == "end"]
     return out
 
 
