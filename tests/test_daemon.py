@@ -24,9 +24,7 @@ from edge_hf.core.hyperframe import frame_indices
 from edge_hf.core.runtime import read_contract
 from edge_hf.daemon.app import build_pipeline, with_snapshots
 from edge_hf.daemon.capture import CaptureThread, TickSampler, sample_by_media_time
-from edge_hf.daemon.config import Config, DetectionConfig, check_against_model
-from edge_hf.daemon.events import FallDetector
-from edge_hf.daemon.payload import ModelInfo
+from edge_hf.daemon.config import Config, check_against_model
 from edge_hf.daemon.replay import replay_files
 from edge_hf.daemon.ring import FrameRing
 from edge_hf.daemon.sinks import JsonLinesSink, RecordingSink, TeeSink
@@ -219,37 +217,6 @@ def test_ring_never_blocks_the_writer_and_counts_drops() -> None:
     th.join()
     assert not bad, f"torn windows: {bad[:3]}"
     assert ring2.seq == 20000 and writer_s < 20  # finished: nothing made it wait
-
-
-# ------------------------------------------------------------------ events
-
-
-def _detector(**kw: object) -> FallDetector:
-    cfg = DetectionConfig(
-        **{"k": 2, "n": 3, "end_after": 3, "cooldown_s": 5.0, "latch": False, **kw}
-    )  # type: ignore[arg-type]
-    return FallDetector("cam", "dev", cfg, 0.5, ModelInfo("m.onnx", 3, 100.0))
-
-
-def test_detector_k_of_n_start_end_cooldown() -> None:
-    d = _detector()
-    scores = [0.1, 0.9, 0.2, 0.8, 0.9, 0.95, 0.3, 0.2, 0.1, 0.9, 0.9, 0.1]
-    events = []
-    for i, s in enumerate(scores):
-        events += [(i, e) for e in d.update(s, 1000.0 + i * 0.1)]
-    kinds = [(i, e.type) for i, e in events]
-    assert kinds == [(3, "start"), (8, "end")], "2 of 3 starts it; 3 below end it; cooldown holds"
-    start, end = events[0][1].as_dict(), events[1][1].as_dict()
-    assert start["event_id"] == end["event_id"] and end["peak_score"] == 0.95
-    assert start["started_at"] == "1970-01-01T00:16:40.300Z" and end["end_reason"] == "recovered"
-    assert start["model"] == {"name": "m.onnx", "window": 3, "interval_ms": 100.0}
-
-
-def test_detector_median_and_max_duration() -> None:
-    d = _detector(smoothing="median", max_event_s=1.0)
-    kinds = [e.type for i in range(30) for e in d.update(0.9, i * 0.1)]
-    assert kinds == ["start", "end"]
-    assert d.close(5.0) == []
 
 
 # ------------------------------------------------------------------ capture
@@ -562,74 +529,6 @@ def test_a_second_daemon_on_the_same_state_dir_is_refused(tiny_onnx: Path, tmp_p
     again.terminate()
     _, err = again.communicate(timeout=30)
     assert "in use" not in err, "the lock goes with the process"
-
-
-def test_a_descent_raises_a_fall_only_once_the_person_stays_down() -> None:
-    """confirm_s with a three-state model: falling then down alarms, falling then up does not."""
-    d = _detector(confirm_s=1.0, end_after=3)
-    events = []
-    # Walking with one spurious "falling" pair of windows, then up again: no alarm.
-    trace = [(0.1, 0.0)] * 5 + [(0.9, 0.05), (0.9, 0.05)] + [(0.05, 0.05)] * 50
-    # A real fall: a descent, then down for 2 s, then the person gets up.
-    trace += [(0.9, 0.1), (0.9, 0.1)] + [(0.1, 0.85)] * 20 + [(0.05, 0.05)] * 5
-    for i, (fall, down) in enumerate(trace):
-        events += [(i, e) for e in d.update(fall, 100.0 + i * 0.1, None, down)]
-    kinds = [(i, e.type) for i, e in events]
-    assert kinds == [(68, "start"), (81, "end")], kinds
-    start, end = events[0][1], events[1][1]
-    assert start.started_at == pytest.approx(100.0 + 58 * 0.1), "the event dates from the descent"
-    assert start.time - start.started_at == pytest.approx(1.0), "raised after confirm_s"
-    assert end.end_reason == "got_up" and d.counts.unconfirmed == 1
-
-
-def test_up_before_s_alarms_on_a_fall_from_standing_not_where_nobody_reads_up() -> None:
-    """up_before_s: the same descent and lying raise a fall after 3 s of a person up (P(adl)
-    high), and nothing after 3 s of a scene that reads "down" with nobody on the floor (the
-    unseen room whose mat reads as a person lying); the refusal is counted once."""
-    fall = [(0.9, 0.1)] * 2 + [(0.1, 0.85)] * 20
-
-    def run(before: list[tuple[float, float]], **kw: object) -> tuple[list[str], FallDetector]:
-        d = _detector(confirm_s=1.0, **kw)
-        kinds = [
-            e.type for i, (f, dn) in enumerate(before + fall) for e in d.update(f, i * 0.1, None, dn)
-        ]  # fmt: skip
-        return kinds, d
-
-    up, scene_reads_down = [(0.05, 0.05)] * 30, [(0.2, 0.7)] * 30
-    assert run(up, up_before_s=2.0)[0] == ["start"]
-    refused, d = run(scene_reads_down, up_before_s=2.0)
-    assert refused == [] and d.counts.not_up_before == 1
-    assert run(scene_reads_down)[0] == ["start"], "off by default: today's rule alarms"
-    # A camera that just started (under a second of history) gives the descent the benefit.
-    assert run(scene_reads_down[:5], up_before_s=2.0)[0] == ["start"]
-    # A stumble in the last half second before the descent does not count against it.
-    stumble = up[:-4] + [(0.6, 0.2)] * 4
-    assert run(stumble, up_before_s=2.0)[0] == ["start"]
-
-
-def test_confirm_on_down_needs_the_person_on_the_floor_not_still_falling() -> None:
-    """confirm_on down: a camera that keeps reading "falling" at about 0.5 with little "down"
-    (people walking in a room the model never saw) confirms under the default rule (falling or
-    down >= 0.5) and not on P(down) alone; a fall whose descent takes 1.5 s confirms under
-    both, on P(down) once the sliding mean has left most of the descent behind."""
-    walking = [(0.05, 0.05)] * 30 + [(0.6, 0.3), (0.6, 0.3)] + [(0.4, 0.3)] * 40
-    fall = [(0.05, 0.05)] * 30 + [(0.9, 0.05)] * 15 + [(0.05, 0.9)] * 40
-
-    def starts(trace: list[tuple[float, float]], **kw: object) -> list[float]:
-        d = _detector(confirm_s=2.0, **kw)
-        return [e.time for i, (f, dn) in enumerate(trace) for e in d.update(f, i * 0.1, None, dn)
-                if e.type == "start"]  # fmt: skip
-
-    assert len(starts(walking)) == 1 and starts(walking, confirm_on="down") == []
-    default, on_down = starts(fall), starts(fall, confirm_on="down")
-    assert len(default) == 1 and len(on_down) == 1
-    assert on_down[0] > default[0], "P(down) alone waits for the descent to leave the mean"
-
-
-def test_without_confirmation_a_three_state_model_alarms_on_the_descent() -> None:
-    d = _detector(confirm_s=0.0)
-    kinds = [e.type for i in range(3) for e in d.update(0.9, i * 0.1, None, 0.05)]
-    assert kinds == ["start"]
 
 
 @needs_shipped

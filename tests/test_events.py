@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edge_hf.core.posefall import PoseVerdict, Seen
+from edge_hf.daemon.config import DetectionConfig
 from edge_hf.daemon.events import FallDetector
+from edge_hf.daemon.payload import ModelInfo
 from tests.conftest import fall_detector
 
 
@@ -30,3 +33,187 @@ def test_a_wall_clock_step_neither_deafens_a_camera_nor_reverses_an_event(step_s
     for i in range(20):
         d.update(0.1, 111 + 0.1 * i)
     assert _fall(d, 121.0) == ["start"]
+
+
+def _detector(**kw: object) -> FallDetector:
+    cfg = DetectionConfig(
+        **{"k": 2, "n": 3, "end_after": 3, "cooldown_s": 5.0, "latch": False, **kw}
+    )  # type: ignore[arg-type]
+    return FallDetector("cam", "dev", cfg, 0.5, ModelInfo("m.onnx", 3, 100.0))
+
+
+def test_detector_k_of_n_start_end_cooldown() -> None:
+    d = _detector()
+    scores = [0.1, 0.9, 0.2, 0.8, 0.9, 0.95, 0.3, 0.2, 0.1, 0.9, 0.9, 0.1]
+    events = []
+    for i, s in enumerate(scores):
+        events += [(i, e) for e in d.update(s, 1000.0 + i * 0.1)]
+    kinds = [(i, e.type) for i, e in events]
+    assert kinds == [(3, "start"), (8, "end")], "2 of 3 starts it; 3 below end it; cooldown holds"
+    start, end = events[0][1].as_dict(), events[1][1].as_dict()
+    assert start["event_id"] == end["event_id"] and end["peak_score"] == 0.95
+    assert start["started_at"] == "1970-01-01T00:16:40.300Z" and end["end_reason"] == "recovered"
+    assert start["model"] == {"name": "m.onnx", "window": 3, "interval_ms": 100.0}
+
+
+def test_detector_median_and_max_duration() -> None:
+    d = _detector(smoothing="median", max_event_s=1.0)
+    kinds = [e.type for i in range(30) for e in d.update(0.9, i * 0.1)]
+    assert kinds == ["start", "end"]
+    assert d.close(5.0) == []
+
+
+def test_a_descent_raises_a_fall_only_once_the_person_stays_down() -> None:
+    """confirm_s with a three-state model: falling then down alarms, falling then up does not."""
+    d = _detector(confirm_s=1.0, end_after=3)
+    events = []
+    # Walking with one spurious "falling" pair of windows, then up again: no alarm.
+    trace = [(0.1, 0.0)] * 5 + [(0.9, 0.05), (0.9, 0.05)] + [(0.05, 0.05)] * 50
+    # A real fall: a descent, then down for 2 s, then the person gets up.
+    trace += [(0.9, 0.1), (0.9, 0.1)] + [(0.1, 0.85)] * 20 + [(0.05, 0.05)] * 5
+    for i, (fall, down) in enumerate(trace):
+        events += [(i, e) for e in d.update(fall, 100.0 + i * 0.1, None, down)]
+    kinds = [(i, e.type) for i, e in events]
+    assert kinds == [(68, "start"), (81, "end")], kinds
+    start, end = events[0][1], events[1][1]
+    assert start.started_at == pytest.approx(100.0 + 58 * 0.1), "the event dates from the descent"
+    assert start.time - start.started_at == pytest.approx(1.0), "raised after confirm_s"
+    assert end.end_reason == "got_up" and d.counts.unconfirmed == 1
+
+
+def test_up_before_s_alarms_on_a_fall_from_standing_not_where_nobody_reads_up() -> None:
+    """up_before_s: the same descent and lying raise a fall after 3 s of a person up (P(adl)
+    high), and nothing after 3 s of a scene that reads "down" with nobody on the floor (the
+    unseen room whose mat reads as a person lying); the refusal is counted once."""
+    fall = [(0.9, 0.1)] * 2 + [(0.1, 0.85)] * 20
+
+    def run(before: list[tuple[float, float]], **kw: object) -> tuple[list[str], FallDetector]:
+        d = _detector(confirm_s=1.0, **kw)
+        kinds = [
+            e.type for i, (f, dn) in enumerate(before + fall) for e in d.update(f, i * 0.1, None, dn)
+        ]  # fmt: skip
+        return kinds, d
+
+    up, scene_reads_down = [(0.05, 0.05)] * 30, [(0.2, 0.7)] * 30
+    assert run(up, up_before_s=2.0)[0] == ["start"]
+    refused, d = run(scene_reads_down, up_before_s=2.0)
+    assert refused == [] and d.counts.not_up_before == 1
+    assert run(scene_reads_down)[0] == ["start"], "off by default: today's rule alarms"
+    # A camera that just started (under a second of history) gives the descent the benefit.
+    assert run(scene_reads_down[:5], up_before_s=2.0)[0] == ["start"]
+    # A stumble in the last half second before the descent does not count against it.
+    stumble = up[:-4] + [(0.6, 0.2)] * 4
+    assert run(stumble, up_before_s=2.0)[0] == ["start"]
+
+
+def test_confirm_on_down_needs_the_person_on_the_floor_not_still_falling() -> None:
+    """confirm_on down: a camera that keeps reading "falling" at about 0.5 with little "down"
+    (people walking in a room the model never saw) confirms under the default rule (falling or
+    down >= 0.5) and not on P(down) alone; a fall whose descent takes 1.5 s confirms under
+    both, on P(down) once the sliding mean has left most of the descent behind."""
+    walking = [(0.05, 0.05)] * 30 + [(0.6, 0.3), (0.6, 0.3)] + [(0.4, 0.3)] * 40
+    fall = [(0.05, 0.05)] * 30 + [(0.9, 0.05)] * 15 + [(0.05, 0.9)] * 40
+
+    def starts(trace: list[tuple[float, float]], **kw: object) -> list[float]:
+        d = _detector(confirm_s=2.0, **kw)
+        return [e.time for i, (f, dn) in enumerate(trace) for e in d.update(f, i * 0.1, None, dn)
+                if e.type == "start"]  # fmt: skip
+
+    assert len(starts(walking)) == 1 and starts(walking, confirm_on="down") == []
+    default, on_down = starts(fall), starts(fall, confirm_on="down")
+    assert len(default) == 1 and len(on_down) == 1
+    assert on_down[0] > default[0], "P(down) alone waits for the descent to leave the mean"
+
+
+def test_without_confirmation_a_three_state_model_alarms_on_the_descent() -> None:
+    d = _detector(confirm_s=0.0)
+    kinds = [e.type for i in range(3) for e in d.update(0.9, i * 0.1, None, 0.05)]
+    assert kinds == ["start"]
+
+
+# -- the person stage's verdicts in the decision (`person.decision`, `person.lost_s`)
+
+
+def _decider(decision: str, lost_s: float = 0.0) -> FallDetector:
+    return FallDetector(
+        "c", "d", DetectionConfig(), 0.5, ModelInfo("m", 3, 100.0), decision, lost_s=lost_s
+    )  # type: ignore[arg-type]
+
+
+def test_each_decision_says_who_may_raise_an_event() -> None:
+    """The pose rules' fall and the classifier's score, alone and together, per decision."""
+
+    def raised(decision: str, cnn: float, pose: PoseVerdict | None) -> bool:
+        d = _decider(decision)
+        if pose is not None:
+            d.on_pose(0.0, pose)
+        return any(e.type == "start" for i in range(3) for e in d.update(cnn, i * 0.1))
+
+    pose_fall = PoseVerdict(down=True, fall=True, new_fall=True)
+    pose_down = PoseVerdict(down=True, fall=False)
+    table = {  # decision: (pose fall alone, CNN alone, CNN with someone down)
+        "cnn": (False, True, True), "pose": (True, False, False), "either": (True, True, True),
+        "both": (False, False, True), "combined": (True, False, True),
+    }  # fmt: skip
+    for decision, expected in table.items():
+        got = (raised(decision, 0.1, pose_fall), raised(decision, 0.9, None),
+               raised(decision, 0.9, pose_down))  # fmt: skip
+        assert got == expected, decision
+
+
+def test_a_pose_down_opens_the_gate_for_pose_down_s_from_its_own_time_not_every_window() -> None:
+    """#42 item 5: a verdict carries its tick's time and is fed once. One pose tick that saw
+    someone down at t=0 lets the classifier raise (`combined`) until POSE_DOWN_S after it, never
+    later, however many windows follow (before, the last verdict was re-read at every window and
+    kept the gate open while the stage produced nothing)."""
+    late = _decider("combined")
+    late.on_pose(0.0, PoseVerdict(down=True, fall=False, t=0.0))
+    quiet = [e for i in range(40) for e in late.update(0.1, i * 0.1)]  # 4 s of daily life
+    assert quiet == []
+    assert not [e for i in range(40, 46) for e in late.update(0.95, i * 0.1)]
+    soon = _decider("combined")
+    soon.on_pose(0.0, PoseVerdict(down=True, fall=False, t=0.0))
+    assert [e.type for i in range(20, 26) for e in soon.update(0.95, i * 0.1)] == ["start"]
+
+
+def test_a_person_the_pose_stage_loses_at_the_descent_lets_the_classifier_raise() -> None:
+    """#40 (night, half hidden): person.lost_s. The classifier sees a descent at 2.0 s and the
+    person stay down (confirm_s 1); the pose stage found someone upright until `found_until` and
+    nobody after (they fell out of its sight). Under `combined` with lost_s 1 that raises the
+    alarm, naming the person found last; nothing without lost_s, nothing when nobody was ever
+    found (an empty room), nothing when the person is found again, nothing when they were lost
+    long before the descent (left the room) or only once the descent's candidate was dropped,
+    nothing when they were last found at the side of the view (walked out of it), nothing when
+    the classifier did not read them up before the descent or the pose stage never found them
+    upright (on all fours)."""
+    upright = Seen(7, (0.1, 0.2, 0.3, 0.9), (0.2, 0.9), upright=True, score=0.8)
+    at_edge = Seen(7, (0.8, 0.2, 1.0, 0.9), (0.9, 0.9), upright=True, score=0.8)
+
+    def run(lost_s: float, found_until: float, again: float = 99.0, who: Seen = upright,
+            before: float = 0.0) -> list[str]:  # fmt: skip
+        det = FallDetector("c", "d", DetectionConfig(confirm_s=1.0), 0.5, ModelInfo("m", 3, 100.0),
+                           "combined", lost_s=lost_s)  # fmt: skip
+        events = []
+        for i in range(80):
+            t = i * 0.1
+            if i % 2 == 0:  # a pose tick every 0.2 s
+                found = t <= found_until or t >= again
+                det.on_pose(t, PoseVerdict(down=False, fall=False, t=t, seen=[who] * found))
+            fall, down = (
+                (0.9, 0.05) if 2.0 <= t < 2.5 else (0.2, 0.75) if t >= 2.5 else (0.05, before)
+            )
+            events += det.update(fall, t, None, down)
+        if events:
+            assert events[0].person is not None and events[0].person[0] == 7, "the one lost"
+        return [e.type for e in events]
+
+    assert run(1.0, found_until=2.2) == ["start"]
+    assert run(0.0, found_until=2.2) == []
+    assert run(1.0, found_until=-1.0) == [], "nobody ever found: an empty room says nothing"
+    assert run(1.0, found_until=2.2, again=3.0) == [], "found again: not lost"
+    assert run(1.0, found_until=0.4) == [], "lost long before the descent: gone out"
+    assert run(1.0, found_until=6.4) == [], "lost after the descent's candidate was dropped"
+    assert run(1.0, found_until=2.2, who=at_edge) == [], "last found at the side: walked out"
+    assert run(1.0, found_until=2.2, before=0.6) == [], "not up before it: no descent to trust"
+    crouching = Seen(7, (0.1, 0.5, 0.3, 0.9), (0.2, 0.9), upright=False, score=0.8)
+    assert run(1.0, found_until=2.2, who=crouching) == [], "never seen upright: no descent either"
