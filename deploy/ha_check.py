@@ -57,10 +57,10 @@ import numpy as np
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
+from edge_hf.bench.broker import Broker, free_port
+from edge_hf.training.synth import write_demo_clips, write_video
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from edge_hf.bench.broker import Broker, free_port  # noqa: E402
-from edge_hf.training.synth import write_demo_clips, write_video  # noqa: E402
 
 MODEL = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
 THRESHOLD = 0.75  # deploy/demo.yaml's

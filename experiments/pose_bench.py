@@ -74,7 +74,7 @@ def _person_json(p: Person) -> dict[str, Any]:
 
 
 def _person(d: dict[str, Any]) -> Person:
-    return Person(tuple(d["box"]), d["score"], np.asarray(d["kp"], np.float32))  # type: ignore[arg-type]
+    return Person(tuple(d["box"]), d["score"], np.asarray(d["kp"], np.float32))
 
 
 def phase(it: rb.Item, t: float) -> str | None:
@@ -160,8 +160,10 @@ def score_rules(
     cams: list[tuple[str, rb.Item]], cache: dict[str, Any], s: PoseRuleSettings, interval_s: float
 ) -> dict[str, Any]:
     items = [it for _, it in cams if it.fold not in ("V", "N")]
-    replayed = {name: {"scores": [0.0], "events": rules_replay(cache[name]["ticks"], s, interval_s)}
-                for name, _ in cams}  # fmt: skip
+    replayed: dict[str, dict[str, Any]] = {
+        name: {"scores": [0.0], "events": rules_replay(cache[name]["ticks"], s, interval_s)}
+        for name, _ in cams
+    }
     clips = rb.score_fold(items, replayed)
     vt = cache["V_vtest"]["ticks"]
     vtest_hours = (vt[-1]["t"] + rb.HOLD_END_S) / 3600

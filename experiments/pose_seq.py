@@ -41,6 +41,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,7 @@ def generate(which: str, n: int, seed: int) -> list[Sample]:
     samples = []
     for i in range(n):
         kinds = falls if i % 2 == 0 else daily
+        styles: tuple[str, ...]
         if which == "held-out styles":
             styles = out_styles
         else:
@@ -138,7 +140,7 @@ def generate(which: str, n: int, seed: int) -> list[Sample]:
     return samples
 
 
-def _motion(rng: np.random.Generator, kinds: tuple[str, ...], styles: tuple[str, ...]):
+def _motion(rng: np.random.Generator, kinds: tuple[str, ...], styles: tuple[str, ...]) -> Any:
     """A random motion of one of `kinds` in one of `styles` (kinds with no such style skipped)."""
     for _ in range(100):
         try:
@@ -146,6 +148,11 @@ def _motion(rng: np.random.Generator, kinds: tuple[str, ...], styles: tuple[str,
         except ValueError:
             continue
     raise RuntimeError(f"no motion of kinds {kinds} in styles {styles}")
+
+
+def every_fold(model: PoseSequenceModel) -> Callable[[str], PoseSequenceModel]:
+    """The same sequence model for every fold (one trained on generated motion only)."""
+    return lambda fold: model
 
 
 def cached(path: Path, make: Callable[[], Any]) -> Any:
@@ -200,7 +207,7 @@ def visible(s: Sample, ticks: int = 5) -> bool:
     descent: a fall any pose-based detector could see."""
     end = s.descent[1] if s.descent else math.inf
     found = sum(
-        s.truth[i] is not None and any(iou(p.box, s.truth[i]) > 0.3 for p in people)
+        (box := s.truth[i]) is not None and any(iou(p.box, box) > 0.3 for p in people)
         for i, people in enumerate(s.people) if i / POSE_RATE_HZ >= end
     )  # fmt: skip
     return found >= ticks
@@ -324,8 +331,7 @@ def held_out(
     """Event figures per held-out generated set: the rules, the head, each design and seed."""
     t0 = time.monotonic()
     train = cached(work / "train.pkl", lambda: generate("train", a.train_motions, 1))
-    tests = {name: cached(work / f"test_{k}.pkl",
-                          lambda n=name, k=k: generate(n, a.test_motions, 10 + k))
+    tests = {name: cached(work / f"test_{k}.pkl", partial(generate, name, a.test_motions, 10 + k))
              for k, name in enumerate(SETS)}  # fmt: skip
     val = cached(work / "val.pkl", lambda: generate("seen", a.test_motions, 30))
     synth = every_other(sample_windows(train))
@@ -394,7 +400,7 @@ def real_folds(a: argparse.Namespace, synth: WindowSet, val: list[Sample], head:
         run(
             "rules + head + sequence (join), conv1d on generated motion only",
             seed,
-            lambda f, s=seq: s,
+            every_fold(seq),
         )
     models: dict[str, PoseSequenceModel] = {}
     for fold in (*FOLDS, REVERSE):
