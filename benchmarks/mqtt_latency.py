@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -19,7 +18,6 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from edge_hf.bench.broker import Broker
 from edge_hf.daemon.config import MqttConfig
 from edge_hf.daemon.mqtt import MqttSink

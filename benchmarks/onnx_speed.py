@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from edge_hf.bench.capture import interleaved_ms
 
 

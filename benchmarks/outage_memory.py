@@ -18,7 +18,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from edge_hf.bench.broker import Broker
 from edge_hf.daemon.config import MqttConfig
 from edge_hf.daemon.mqtt import MqttSink

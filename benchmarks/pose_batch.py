@@ -15,21 +15,21 @@ Writes a table (markdown) and its numbers (JSON, beside it).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from edge_hf.core.pose import POSE_MODEL, letterbox
+from edge_hf.core.runtime import open_session
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from edge_hf.core.pose import POSE_MODEL, letterbox  # noqa: E402
-from edge_hf.core.runtime import open_session  # noqa: E402
 
 VTEST = ROOT.parent / "shared" / "data" / "capture" / "vtest.avi"
 
@@ -134,11 +134,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         batched = args.batched
         if batched is None:
-            sys.path.insert(0, str(ROOT / "deploy" / "pose"))
-            from batch_movenet import make  # type: ignore[import-not-found]
-
+            spec = importlib.util.spec_from_file_location(
+                "batch_movenet", ROOT / "deploy" / "pose" / "batch_movenet.py"
+            )
+            assert spec is not None and spec.loader is not None
+            batch_movenet = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(batch_movenet)
             batched = Path(tmp) / "batch.onnx"
-            make(args.shipped, batched)
+            batch_movenet.make(args.shipped, batched)
         x, source = frames(max(args.batches))
         load0 = os.getloadavg()
         t0 = time.time()

@@ -311,6 +311,8 @@ def path_hacks(root: Path, package: Path | None = None) -> list[str]:
 def test_experiments_import_their_package_by_its_full_name() -> None:
     assert (EXPERIMENTS / "__init__.py").is_file()
     found = path_hacks(EXPERIMENTS) + path_hacks(ROOT / "tests", package=EXPERIMENTS)
+    for scripts in ("benchmarks", "deploy"):  # (run by the venv's python: edge_hf is installed)
+        found += path_hacks(ROOT / scripts, package=EXPERIMENTS)
     assert found == [], "imports that need experiments/ on sys.path:\n" + "\n".join(found)
 
 
