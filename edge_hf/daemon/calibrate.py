@@ -311,7 +311,7 @@ def calibrate(
         threshold=suggested_threshold(quiet, floor, margin),
         events_at_current=sum(cam.detector.counts.start for cam in cams),
         current=cams[0].detector.threshold,
-        zones=tuple(suggest_zones(lying, cams[0].detector.zones)),
+        zones=tuple(suggest_zones(lying, cams[0].detector.seen.zones)),
     )
 
 

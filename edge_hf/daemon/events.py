@@ -19,7 +19,8 @@ With the person stage on (`person.model`), the pose rules' verdict comes with ea
 a pose fall does), `both` (the classifier's, only while the pose rules saw someone down in the
 last POSE_DOWN_S), `combined` (a pose fall, or the classifier's while the pose rules saw someone
 down: `pose` and `both` together), `cnn` (the pose verdict is ignored).
-With the person stage, every start is judged against the people it saw last (`_context`): a
+With the person stage, every start is judged against the people it saw last
+(`edge_hf.daemon.seen.PeopleSeen`): a
 camera's zones (`edge_hf.core.zones`) refuse a fall whose person lies inside an `ignore` zone, or
 outside the `floor` zones; the others upright in view are counted (`others_present`), and
 `person.when_others_present` flags or suppresses the fall they saw.
@@ -43,12 +44,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from edge_hf.core.posefall import PoseVerdict, Seen
+from edge_hf.core.posefall import PoseVerdict
 from edge_hf.core.zones import Zones
 from edge_hf.daemon.config import DecisionRule, DetectionConfig
 from edge_hf.daemon.decisions import ALARM, Decision, DecisionRecord, Gates, PoseNotes
 from edge_hf.daemon.lograte import LogRate
 from edge_hf.daemon.payload import Evidence, FallEvent, ModelInfo
+from edge_hf.daemon.seen import LOST_UP_S, POSE_DOWN_S, Context, PeopleSeen
 
 log = logging.getLogger(__name__)
 _NAMESPACE = uuid.UUID("6f2f6c1e-9a7e-4c55-9d8e-2f0d3f0c4e11")
@@ -98,24 +100,8 @@ CONFIRM_GRACE_S = 3.0  # a candidate not confirmed this long after confirm_s is 
 CONFIRM_LEVEL = 0.5  # mean P(falling or down) over confirm_s: more likely on the floor than up
 UP_BEFORE_GAP_S = 0.5  # up_before_s ends this long before the descent (a stumble just before)
 UP_BEFORE_MIN_S = 1.0  # less history than this (the camera just started) counts as up
-POSE_DOWN_S = 3.0  # decisions `both`, `combined`: the pose rules saw someone down this recently
-LOST_NEAR_S = 1.0  # person.lost_s: the pose stage last found someone this close to the descent
-LOST_UP_S = 2.0  # person.lost_s: the classifier saw the person up over this before the descent
-LOST_EDGE = 0.02  # person.lost_s: upright this near the view's side when last found: walked out
 # decisions in which a pose fall starts an event
 POSE_RAISES: tuple[DecisionRule, ...] = ("either", "pose", "combined")
-OTHERS_S = 1.0  # others present: the most upright people at a pose tick this long before a start
-
-
-@dataclass(frozen=True)
-class _Context:
-    """What the people seen last say about a fall about to start (`FallDetector._context`)."""
-
-    person: tuple[int, tuple[float, float, float, float]] | None = None
-    others: int | None = None
-    zone: str | None = None
-    flag: str | None = None
-    refusal: str | None = None  # why it raises nothing
 
 
 def smoothed_level(recent: Sequence[float], cfg: DetectionConfig) -> float:
@@ -146,27 +132,16 @@ class FallDetector:
     ) -> None:
         self.camera, self.device_id, self.cfg = camera, device_id, cfg
         self.decision = decision  # PersonConfig.decision when the person stage is on
-        # The camera's zones, and person.when_others_present (None: the person stage is off).
-        self.zones, self.when_others = zones or Zones(), when_others
-        self._seen: deque[tuple[float, list[Seen]]] = deque()  # the last POSE_DOWN_S of ticks
+        # What the person stage saw lately: zones, person.when_others_present (None: the stage
+        # is off) and person.lost_s (a person who falls out of its sight lets the `both` /
+        # `combined` gate pass the classifier's descent, as someone seen down would).
+        self.seen = PeopleSeen(zones, when_others, lost_s)
         self._said = ""  # the refusal last logged (once per episode)
         # Detector time -> Unix time. Every timer (cooldown, confirm_s, clear_after_s) runs on
         # the time `update` is fed (the monotonic clock live, media time in replay); only the
         # timestamps an event carries are wall clock, so an NTP step never stretches a timer.
         self.wall = wall or (lambda t: t)
-        self._pose_down_at = float("-inf")
         self._pose_fall_at: float | None = None  # a pose fall fed, raised with the next window
-        self._pose_person: tuple[int, tuple[float, float, float, float]] | None = None
-        self._pose_fed = False  # a pose verdict came (the person stage is on)
-        # person.lost_s: the pose stage last finding anyone around the classifier's descent and
-        # nobody for lost_s since lets the `both`/`combined` gate pass that descent as someone
-        # seen down would (a person who falls out of the pose model's sight: in the dark,
-        # behind furniture, out of the picture). `_found`: when it last found someone, and who.
-        self.lost_s = lost_s
-        self._found: tuple[float, Seen] | None = None
-        self._upright_at = float("-inf")  # the last pose tick that found someone upright
-        # (t, whether anyone was down or fallen) of the newest pose tick: "still on the floor"
-        self._lying: tuple[float, bool] = (float("-inf"), False)
         self._not_up: deque[tuple[float, float]] = deque()  # (t, P(falling or down)), POSE_DOWN_S
         # False while this camera's person stage is failing (`degraded`): the classifier then
         # decides alone, as with decision `cnn`, rather than not at all.
@@ -256,8 +231,9 @@ class FallDetector:
         self._recent.append(score)
         if self.trace is not None:
             self.trace.append((t, score, p_down))
-        if self.lying_at is not None and score >= self.threshold and self._seen:
-            at, seen = self._seen[-1]
+        newest = self.seen.newest()
+        if self.lying_at is not None and score >= self.threshold and newest is not None:
+            at, seen = newest
             if t - at <= 1.0:  # (a person found around this window)
                 found = [one for one in seen if one.down] or seen
                 self.lying_at.extend((t, one.at, "classifier") for one in found)
@@ -271,7 +247,7 @@ class FallDetector:
             ctx = self._context(t)
             if ctx.refusal:
                 return []
-            who = f"person {self._pose_person[0]}: " if self._pose_person else ""
+            who = f"person {self.seen.person[0]}: " if self.seen.person else ""
             by = f"the pose rules confirmed a fall at {self._at(at)} ({who}{self._pose_fall_why})"
             return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx, by=by)]
         if p_down is not None:
@@ -299,7 +275,7 @@ class FallDetector:
             ):
                 up = self._up_before(t)
                 # (the classifier and the pose stage both saw someone up before the descent)
-                seen_up = self._upright_at >= t - LOST_UP_S - UP_BEFORE_GAP_S
+                seen_up = self.seen.seen_up_before(t, UP_BEFORE_GAP_S)
                 if up is not None and up >= CONFIRM_LEVEL and seen_up:
                     frame = None if centre_frame is None else centre_frame.copy()
                     self._lost = _Candidate(t, score, frame, evidence, up=up)
@@ -367,8 +343,9 @@ class FallDetector:
         fall raises an event with the next window (whose picture it carries), if `decision` lets
         a pose fall raise one; the fallen person seen up again ends the open event (`got_up`,
         with `down_s`). Every verdict is fed once: none is overwritten unseen."""
-        self._remember(t, verdict)
-        self._pose_fed = True
+        seen = self.seen.feed(t, verdict, raises=self.decision in POSE_RAISES)
+        if self.lying_at is not None:
+            self.lying_at.extend((t, s.at, "pose") for s in seen if s.down)
         if self.record is not None:
             self.record.pose(t, verdict)
         if self.decision != "cnn":
@@ -379,16 +356,8 @@ class FallDetector:
         if verdict.new_fall and self.decision not in POSE_RAISES:
             self._decide(t, "pose_off", f"the pose rules confirmed a fall ({self._pose_fall_why}): "
                          f"decision {self.decision} lets it raise nothing alone")  # fmt: skip
-        if t >= self._lying[0]:
-            self._lying = (t, verdict.down or verdict.fall)
-        if verdict.down or verdict.fall:
-            self._pose_person = verdict.person or self._pose_person
-        if verdict.down:
-            self._pose_down_at = max(self._pose_down_at, t)
-        self._track_lost(t, verdict)
         if verdict.new_fall and self.decision in POSE_RAISES:
             self._pose_fall_at = t
-            self._pose_person = verdict.person
         ev = self._open
         if ev is not None and verdict.new_fall:
             ev.got_up = False  # down again while the alarm is still on: escalates as before
@@ -402,27 +371,6 @@ class FallDetector:
                     return [self._end(self.last_score, t, "got_up", down_s)]
         return []
 
-    def _track_lost(self, t: float, verdict: PoseVerdict) -> None:
-        """When the pose stage last found someone, and who (the best-scoring), for `lost_s`."""
-        if self.lost_s and verdict.seen:
-            self._found = (t, max(verdict.seen, key=lambda s: s.score or 0.0))
-            if any(s.upright for s in verdict.seen):
-                self._upright_at = t
-
-    def _lost_at_descent(self, c: _Candidate, t: float) -> bool:
-        """Whether the pose stage lost everyone at candidate `c`'s descent (`lost_s`): it last
-        found someone from LOST_NEAR_S before the descent on and nobody in the lost_s up to `t`,
-        that person was not upright at the left or right edge of the view (LOST_EDGE: walked out
-        of it),
-        (the classifier read them up before it: `_up_before`, checked when it is seen)."""
-        if not self.lost_s or self._found is None or not self.pose_ok:
-            return False
-        last, who = self._found
-        inside = who.box[0] > LOST_EDGE and who.box[2] < 1.0 - LOST_EDGE
-        if not inside and who.upright:
-            return False  # upright at the side of the view: walked out of it
-        return t - last >= self.lost_s and last >= c.started - LOST_NEAR_S
-
     def _escalation_due(self, ev: _Open, t: float) -> bool:
         """Whether the open fall `ev` is still on the floor `escalate_after_s` after its start
         (and has not escalated yet): the newest pose tick, at most POSE_DOWN_S old, saw someone
@@ -431,9 +379,8 @@ class FallDetector:
         after = self.cfg.escalate_after_s
         if not after or ev.escalated or ev.got_up or t - ev.started < after:
             return False
-        if self._pose_fed and self.pose_ok:
-            seen, lying = self._lying
-            return lying and t - seen <= POSE_DOWN_S
+        if self.seen.fed and self.pose_ok:
+            return self.seen.still_lying(t)
         recent = [p for at, p in self._not_up if at >= t - POSE_DOWN_S]
         return bool(recent) and sum(recent) / len(recent) >= CONFIRM_LEVEL
 
@@ -456,14 +403,14 @@ class FallDetector:
         if self.decision == "pose":
             return False
         if self.decision in ("both", "combined"):
-            return t - self._pose_down_at <= POSE_DOWN_S
+            return self.seen.down_lately(t)
         return True
 
     def _may_wait(self, p_down: float | None) -> bool:
         """With `lost_s`, a descent the gate refuses may still be confirmed by lost_s alone
         (`_confirm_lost`): a person who falls out of the pose model's sight is found upright
         until the descent and lost only after it."""
-        return bool(self.lost_s and self.cfg.confirm_s and p_down is not None and self._pose_fed
+        return bool(self.seen.lost_s and self.cfg.confirm_s and p_down is not None and self.seen.fed
                     and self.decision in ("both", "combined"))  # fmt: skip
 
     def _up_before(self, t: float) -> float | None:
@@ -477,7 +424,7 @@ class FallDetector:
 
     def _up_span(self) -> float:
         """How long before a descent P(up) is kept: up_before_s, and LOST_UP_S with lost_s."""
-        return max(self.cfg.up_before_s, LOST_UP_S if self.lost_s else 0.0)
+        return max(self.cfg.up_before_s, LOST_UP_S if self.seen.lost_s else 0.0)
 
     def _up_level(self, t: float, span: float | None = None) -> float | None:
         """The mean P(up) over the `span` (default up_before_s) before a descent at `t` (None:
@@ -525,7 +472,7 @@ class FallDetector:
 
     def _confirm_lost(self, score: float, t: float, p_down: float | None) -> list[FallEvent]:
         """Feed the descent the gate refused (`_lost`) one window: a `start` once the person
-        stayed down confirm_s and the pose stage lost them at it (`_lost_at_descent`); dropped
+        stayed down confirm_s and the pose stage lost them at it (`PeopleSeen.lost_at`); dropped
         CONFIRM_GRACE_S after confirm_s (the gate's refusal is said by the candidate path)."""
         c = self._lost
         assert c is not None  # called only with one
@@ -534,16 +481,18 @@ class FallDetector:
         if t - c.started > confirm_s + CONFIRM_GRACE_S:
             self._lost = None
             return []
-        if t - c.started < confirm_s or stayed < CONFIRM_LEVEL or not self._lost_at_descent(c, t):
+        lost = self.pose_ok and self.seen.lost_at(c.started, t)
+        if t - c.started < confirm_s or stayed < CONFIRM_LEVEL or not lost:
             return []
         self._lost = self._candidate = None
         ctx = self._context(t, lost=True)
-        if ctx.refusal or self._found is None:
+        found = self.seen.found
+        if ctx.refusal or found is None:
             return []
         by = (f"the classifier saw a descent at {self._at(c.started)} (mean P(up) {c.up:.2f} "
               f"before it) and the person stayed down (mean {self._what()} {stayed:.2f} over "
               f"{confirm_s:g} s), and the pose stage found nobody from "
-              f"{self._at(self._found[0])} on (person.lost_s {self.lost_s:g})")  # fmt: skip
+              f"{self._at(found[0])} on (person.lost_s {self.seen.lost_s:g})")  # fmt: skip
         return [self._start(c.peak_score, t, c.frame, started=c.started, evidence=c.evidence,
                             ctx=ctx, by=by)]  # fmt: skip
 
@@ -620,7 +569,7 @@ class FallDetector:
         started: float | None = None,
         evidence: np.ndarray | None = None,
         *,
-        ctx: _Context,
+        ctx: Context,
         by: str,
     ) -> FallEvent:
         # Stable and unique: the same camera never starts two events at the same instant, and a
@@ -640,74 +589,16 @@ class FallDetector:
             return event
         return replace(event, evidence=Evidence(evidence, frame))
 
-    def _remember(self, t: float, verdict: PoseVerdict) -> None:
-        """Keep the people of a pose tick for POSE_DOWN_S (`_context`); a fallen person the pose
-        model no longer finds is kept where the rules last had them."""
-        seen = list(verdict.seen)
-        if verdict.person is not None and (verdict.down or verdict.fall):
-            track, (x0, y0, x1, y1) = verdict.person
-            if all(s.track != track for s in seen):
-                centre = ((x0 + x1) / 2, (y0 + y1) / 2)
-                seen.append(Seen(track, (x0, y0, x1, y1), centre, down=True))
-        self._seen.append((t, seen))
-        if self.lying_at is not None:
-            self.lying_at.extend((t, s.at, "pose") for s in seen if s.down)
-        while self._seen and self._seen[0][0] < t - POSE_DOWN_S:
-            self._seen.popleft()
-
-    def _context(self, t: float, lost: bool = False) -> _Context:
-        """The person a fall starting at `t` is about (the one the pose stage saw down lately;
-        `lost`: the one it found last, `_lost_at_descent`),
-        the others upright in view, the zone they lie in, and whether zones or
-        `when_others_present` refuse it. Without the person stage, or while it fails, nothing is
-        known and nothing refused (an alarm with less evidence)."""
-        person = self._pose_person if t - self._pose_down_at <= POSE_DOWN_S else None
-        if person is None and lost and self._found is not None:
-            person = (self._found[1].track, self._found[1].box)  # lost: who, where last found
-        if self.when_others is None or not self.pose_ok:
-            return _Context(person)
-        latest: dict[int, Seen] = {}  # each person's last state (oldest ticks first)
-        for at, seen in self._seen:
-            if t - at <= POSE_DOWN_S:
-                latest.update((s.track, s) for s in seen)
-        # Who may have fallen: the people seen down; if nobody was, everyone seen (what the
-        # classifier alone may have reacted to).
-        who = [s for s in latest.values() if s.down] or list(latest.values())
-        zone = None
-        if self.zones and who:
-            counting = [s for s in who if self.zones.refusal(s.at) is None]
-            if not counting:
-                why = f"the person lay inside {self.zones.refusal(who[0].at)}"
-                return self._refuse(t, why, "in_zone")
-            mine = next((s for s in counting if person and s.track == person[0]), counting[0])
-            person = (mine.track, mine.box) if mine.down else person
-            zone = self.zones.named(mine.at)
-        others = self._others(t, person[0] if person is not None else None)
-        if others and self.when_others == "suppress":
-            who_else = "person" if others == 1 else "people"
-            why = f"{others} other {who_else} upright in view (when_others_present: suppress)"
-            return self._refuse(t, why, "others_present")
-        flag = "others_present" if others and self.when_others == "flag" else None
-        return _Context(person, others, zone, flag)
-
-    def _others(self, t: float, faller: int | None) -> int | None:
-        """The most people upright at one pose tick of the last OTHERS_S, the fallen person
-        aside (not known: one of them is taken to be them); None without a tick to tell."""
-        most = None
-        for at, seen in self._seen:
-            if t - OTHERS_S - 1e-6 <= at <= t + 1e-6:
-                up = [s for s in seen if s.upright and not s.down and s.track != faller]
-                most = max(most or 0, len(up) if faller is not None else len(up) - 1)
-        return most
-
-    def _refuse(self, t: float, why: str, counter: str) -> _Context:
-        """A fall refused at `t` (logged and counted once while it goes on)."""
-        if self._said != why:
-            self._said = why
-            setattr(self.counts, counter, getattr(self.counts, counter) + 1)
-            log.info("%s: fall at %.1f: no alarm: %s", self.camera, t, why)
-            self._decide(t, counter, why)
-        return _Context(refusal=why)
+    def _context(self, t: float, lost: bool = False) -> Context:
+        """What the people seen last say about a fall starting at `t` (`PeopleSeen.context`); a
+        refusal is logged and counted once while it goes on."""
+        ctx = self.seen.context(t, lost, self.pose_ok)
+        if ctx.refusal and self._said != ctx.refusal:
+            self._said = ctx.refusal
+            setattr(self.counts, ctx.counter, getattr(self.counts, ctx.counter) + 1)
+            log.info("%s: fall at %.1f: no alarm: %s", self.camera, t, ctx.refusal)
+            self._decide(t, ctx.counter, ctx.refusal)
+        return ctx
 
     def _end(self, score: float, t: float, reason: str, down_s: float | None = None) -> FallEvent:
         event = replace(self._event("end", score, t, reason), down_s=down_s)

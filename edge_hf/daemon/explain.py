@@ -71,7 +71,7 @@ def attach(pipeline: Pipeline, origin: float) -> list[Recording]:
     for cam in pipeline.cameras:
         det = cam.detector
         rec = Recording(cam.cfg.name, det.threshold, origin, _about(det), det.decision,
-                        det.zones, det.when_others is not None)  # fmt: skip
+                        det.seen.zones, det.seen.when_others is not None)  # fmt: skip
         det.record, det.origin = rec, origin
         out.append(rec)
     return out
@@ -85,11 +85,11 @@ def _about(det: FallDetector) -> str:
     up = f"{c.up_before_s:g} s" if c.up_before_s else "off"
     line = (f"threshold {det.threshold:.2f} ({smooth}), confirm_s {confirm}, up_before_s {up}, "
             f"cooldown_s {c.cooldown_s:g}")  # fmt: skip
-    if det.when_others is None:
+    if det.seen.when_others is None:
         return line + "; person stage off (the classifier decides alone)"
-    zones = ", ".join(f"{z.name} ({z.kind})" for z in det.zones.zones) or "none"
+    zones = ", ".join(f"{z.name} ({z.kind})" for z in det.seen.zones.zones) or "none"
     return (f"{line}; person stage: decision {det.decision}, when_others_present "
-            f"{det.when_others}, zones: {zones}")  # fmt: skip
+            f"{det.seen.when_others}, zones: {zones}")  # fmt: skip
 
 
 # ------------------------------------------------------------------ the people of a tick

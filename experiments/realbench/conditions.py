@@ -489,8 +489,8 @@ def keep_trace(
         "test": test,
         "negatives": [f"neg_{it.clip_id}" for it in neg],
         "settings": {"cfg": any_det.cfg, "threshold": any_det.threshold, "model": any_det.model,
-                     "decision": any_det.decision, "when_others": any_det.when_others,
-                     "lost_s": any_det.lost_s},
+                     "decision": any_det.decision, "when_others": any_det.seen.when_others,
+                     "lost_s": any_det.seen.lost_s},
         "cameras": {name: {"scores": r["scores"], "interval_s": r["interval_s"],
                            "calls": r["detector"].record.calls, "events": r["events"]}
                     for name, r in replayed.items()},

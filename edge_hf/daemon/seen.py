@@ -1,0 +1,161 @@
+"""What a camera's person stage saw lately, as its fall decision reads it (`FallDetector`).
+
+Fed every pose tick's verdict in time order, it answers the questions the decision asks: did the
+pose rules see someone down in the last POSE_DOWN_S (the `both`/`combined` gate); did the stage
+lose everyone at a classifier's descent (`person.lost_s`: a person who falls out of its sight);
+and, for a fall about to start, who it is about, where they lie (zones), who else is upright in
+view (`person.when_others_present`). "Still on the floor" (escalation) reads the newest tick.
+People are in 0-1 of the camera's view (`Seen`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from edge_hf.core.posefall import PoseVerdict, Seen
+from edge_hf.core.zones import Zones
+
+POSE_DOWN_S = 3.0  # decisions `both`, `combined`: the pose rules saw someone down this recently
+OTHERS_S = 1.0  # others present: the most upright people at a pose tick this long before a start
+LOST_NEAR_S = 1.0  # person.lost_s: the pose stage last found someone this close to the descent
+LOST_UP_S = 2.0  # person.lost_s: the person was seen up over this before the descent
+LOST_EDGE = 0.02  # person.lost_s: upright this near the view's side when last found: walked out
+
+Who = tuple[int, tuple[float, float, float, float]]  # (track id, box)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the people seen last say about a fall about to start (`PeopleSeen.context`): who
+    it is about, the others upright in view, the zone they lie in, the flag it carries, and why
+    it raises nothing (`refusal`, counted under `counter`: in_zone, others_present)."""
+
+    person: Who | None = None
+    others: int | None = None
+    zone: str | None = None
+    flag: str | None = None
+    refusal: str | None = None
+    counter: str = ""
+
+
+class PeopleSeen:
+    """One camera's pose ticks, as far back as the decision looks."""
+
+    def __init__(self, zones: Zones | None, when_others: str | None, lost_s: float) -> None:
+        # The camera's zones, and person.when_others_present (None: the person stage is off).
+        self.zones, self.when_others, self.lost_s = zones or Zones(), when_others, lost_s
+        self.fed = False  # a pose verdict came (the person stage is on)
+        self._ticks: deque[tuple[float, list[Seen]]] = deque()  # the last POSE_DOWN_S of ticks
+        self.down_at = float("-inf")  # the newest tick that saw someone down
+        self.person: Who | None = None  # the one seen down or fallen last
+        # (t, whether anyone was down or fallen) of the newest pose tick: "still on the floor"
+        self.lying: tuple[float, bool] = (float("-inf"), False)
+        # lost_s: when the stage last found someone, and who (the best-scoring); the last tick
+        # that found someone upright.
+        self.found: tuple[float, Seen] | None = None
+        self._upright_at = float("-inf")
+
+    def feed(self, t: float, verdict: PoseVerdict, raises: bool) -> list[Seen]:
+        """Take one pose tick at detector time `t` (`raises`: the decision lets a pose fall
+        raise an event, so a new fall names its person). Its people, with a fallen person the
+        pose model no longer finds kept where the rules last had them."""
+        self.fed = True
+        seen = list(verdict.seen)
+        if verdict.person is not None and (verdict.down or verdict.fall):
+            track, (x0, y0, x1, y1) = verdict.person
+            if all(s.track != track for s in seen):
+                centre = ((x0 + x1) / 2, (y0 + y1) / 2)
+                seen.append(Seen(track, (x0, y0, x1, y1), centre, down=True))
+        self._ticks.append((t, seen))
+        while self._ticks and self._ticks[0][0] < t - POSE_DOWN_S:
+            self._ticks.popleft()
+        if t >= self.lying[0]:
+            self.lying = (t, verdict.down or verdict.fall)
+        if verdict.down or verdict.fall:
+            self.person = verdict.person or self.person
+        if verdict.down:
+            self.down_at = max(self.down_at, t)
+        if self.lost_s and verdict.seen:
+            self.found = (t, max(verdict.seen, key=lambda s: s.score or 0.0))
+            if any(s.upright for s in verdict.seen):
+                self._upright_at = t
+        if verdict.new_fall and raises:
+            self.person = verdict.person
+        return seen
+
+    def newest(self) -> tuple[float, list[Seen]] | None:
+        """The newest pose tick kept (time, people), if any."""
+        return self._ticks[-1] if self._ticks else None
+
+    def down_lately(self, t: float) -> bool:
+        """Whether the pose rules saw someone down in the POSE_DOWN_S up to `t`."""
+        return t - self.down_at <= POSE_DOWN_S
+
+    def still_lying(self, t: float) -> bool:
+        """Whether the newest pose tick, at most POSE_DOWN_S old, saw someone down or fallen."""
+        seen, lying = self.lying
+        return lying and t - seen <= POSE_DOWN_S
+
+    def seen_up_before(self, t: float, gap_s: float) -> bool:
+        """lost_s: whether the stage found someone upright in the LOST_UP_S before a descent at
+        `t` (ending `gap_s` before it) or since."""
+        return self._upright_at >= t - LOST_UP_S - gap_s
+
+    def lost_at(self, started: float, t: float) -> bool:
+        """Whether the stage lost everyone at a descent seen at `started` (`lost_s`): it last
+        found someone from LOST_NEAR_S before the descent on and nobody in the lost_s up to `t`,
+        and that person was not upright at the left or right edge of the view (LOST_EDGE:
+        walked out of it)."""
+        if not self.lost_s or self.found is None:
+            return False
+        last, who = self.found
+        inside = who.box[0] > LOST_EDGE and who.box[2] < 1.0 - LOST_EDGE
+        if not inside and who.upright:
+            return False  # upright at the side of the view: walked out of it
+        return t - last >= self.lost_s and last >= started - LOST_NEAR_S
+
+    def context(self, t: float, lost: bool = False, ok: bool = True) -> Context:
+        """The person a fall starting at `t` is about (the one the pose stage saw down lately;
+        `lost`: the one it found last, `lost_at`), the others upright in view, the zone they
+        lie in, and whether zones or `when_others_present` refuse it. Without the person stage,
+        or while it fails (`ok` False), nothing is known and nothing refused (an alarm with less
+        evidence)."""
+        person = self.person if self.down_lately(t) else None
+        if person is None and lost and self.found is not None:
+            person = (self.found[1].track, self.found[1].box)  # lost: who, where last found
+        if self.when_others is None or not ok:
+            return Context(person)
+        latest: dict[int, Seen] = {}  # each person's last state (oldest ticks first)
+        for at, seen in self._ticks:
+            if t - at <= POSE_DOWN_S:
+                latest.update((s.track, s) for s in seen)
+        # Who may have fallen: the people seen down; if nobody was, everyone seen (what the
+        # classifier alone may have reacted to).
+        who = [s for s in latest.values() if s.down] or list(latest.values())
+        zone = None
+        if self.zones and who:
+            counting = [s for s in who if self.zones.refusal(s.at) is None]
+            if not counting:
+                why = f"the person lay inside {self.zones.refusal(who[0].at)}"
+                return Context(refusal=why, counter="in_zone")
+            mine = next((s for s in counting if person and s.track == person[0]), counting[0])
+            person = (mine.track, mine.box) if mine.down else person
+            zone = self.zones.named(mine.at)
+        others = self.others(t, person[0] if person is not None else None)
+        if others and self.when_others == "suppress":
+            who_else = "person" if others == 1 else "people"
+            why = f"{others} other {who_else} upright in view (when_others_present: suppress)"
+            return Context(refusal=why, counter="others_present")
+        flag = "others_present" if others and self.when_others == "flag" else None
+        return Context(person, others, zone, flag)
+
+    def others(self, t: float, faller: int | None) -> int | None:
+        """The most people upright at one pose tick of the last OTHERS_S, the fallen person
+        aside (not known: one of them is taken to be them); None without a tick to tell."""
+        most = None
+        for at, seen in self._ticks:
+            if t - OTHERS_S - 1e-6 <= at <= t + 1e-6:
+                up = [s for s in seen if s.upright and not s.down and s.track != faller]
+                most = max(most or 0, len(up) if faller is not None else len(up) - 1)
+        return most
