@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from edge_hf.daemon.app import build_pipeline
-from edge_hf.daemon.config import Config
+from edge_hf.daemon.config import Config, PersonConfig
 from edge_hf.daemon.payload import FallEvent
 from edge_hf.daemon.replay import replay_files
 from edge_hf.daemon.sinks import RecordingSink
@@ -98,3 +98,41 @@ def test_a_fall_beside_someone_walking_names_the_faller(tmp_path: Path) -> None:
     assert len(starts) == 1 and starts[0].person is not None
     x0, _, x1, _ = starts[0].person[1]
     assert (x0 + x1) / 2 > 0.5, "the faller is the right half's person"
+
+
+@needs_gmdcsa
+def test_a_person_lost_in_the_dark_at_the_descent_still_raises_the_fall(tmp_path: Path) -> None:
+    """#40 night, person.lost_s: a real fall (S2_Fall_12) as an infrared camera at night sees
+    it (the conditions benchmark's own transform and rendering) through the shipped recipe (the
+    real classifier, MoveNet, the pose head, `combined`). MoveNet finds the person upright and
+    loses them at the descent; the classifier reads the fall and the lying. With lost_s (the
+    default, 1 s) the alarm goes out and names the person last found; with lost_s 0 the gate
+    refuses it because the pose rules never saw anyone down."""
+    from experiments.realbench import conditions as cond
+    from experiments.realbench.items import Item
+
+    clip = GMDCSA / "S2_Fall_12.mp4"
+    night = cond.render(Item("S2", "S2_Fall_12", clip, "fall", None, None, None, ""), "night",
+                        tmp_path)  # fmt: skip
+
+    def starts(lost_s: float) -> list[FallEvent]:
+        cfg = Config.model_validate(
+            {
+                "device_id": "t",
+                "model": {"path": str(ROOT / "models/fall-real-efficientnet_lite0-t3.onnx"),
+                          "providers": ["cpu"]},
+                "cameras": [{"name": "cam", "source": str(night.path)}],
+                "state_dir": str(tmp_path / f"state{lost_s}"),
+                "person": {"model": str(POSE), "head": str(ROOT / "models/pose-head.json"),
+                           "decision": "combined", "lost_s": lost_s},
+            }
+        )  # fmt: skip
+        sink = RecordingSink()
+        replay_files(build_pipeline(cfg, sink, score_history=None, live=False), hold_end_s=3.0)
+        return [e for e in sink.events if e.type == "start"]
+
+    assert PersonConfig().lost_s == 1.0, "on by default"
+    lost = starts(1.0)
+    assert len(lost) == 1, "the fall in the dark is raised"
+    assert lost[0].person is not None and lost[0].person[0] >= 1, "naming the person found last"
+    assert starts(0.0) == [], "without lost_s the gate refuses it"
