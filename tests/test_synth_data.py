@@ -189,7 +189,7 @@ def test_condition_augmentation_gives_grey_noisy_nights_and_hidden_parts() -> No
     every frame; a hidden part is one flat box at the same place in every frame."""
     import random
 
-    from edge_hf.training.data import condition_augment, hide_part, night_picture
+    from edge_hf.training.augment import condition_augment, hide_part, night_picture
 
     rng = np.random.default_rng(0)
     scene = rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)

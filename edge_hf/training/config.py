@@ -47,7 +47,7 @@ class TrainConfig:
     crop_scale_min: float = 0.7
     camera_aug: float = 0.0  # probability of each other-camera augmentation (scale, warp, ...)
     # probability of each home-condition augmentation: an infrared night picture, something
-    # hiding part of the scene (`edge_hf.training.data.condition_augment`)
+    # hiding part of the scene (`edge_hf.training.augment.condition_augment`)
     condition_aug: float = 0.0
     # Share of each epoch's samples (from the second epoch on) drawn from the windows of
     # non-fall clips that the model scored highest as a fall after the epoch before.
