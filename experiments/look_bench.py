@@ -1,5 +1,5 @@
 """#40 item 2: does the person stage see the person lying there? The pose model alone against the
-track-guided second look (`edge_hf.core.pose.SecondLook`), per condition of the conditions
+track-guided second look (`edge_hf.core.secondlook.SecondLook`), per condition of the conditions
 benchmark.
 
     python -m experiments.look_bench --out benchmarks/results/real
@@ -21,14 +21,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from edge_hf.core.pose import (
-    POSE_MODEL,
-    POSE_RATE_HZ,
-    POSE_SIDE,
-    LookSettings,
-    PoseEstimator,
-    clip_people,
-)
+from edge_hf.core.clippeople import clip_people
+from edge_hf.core.pose import POSE_MODEL, POSE_RATE_HZ, POSE_SIDE, PoseEstimator
+from edge_hf.core.secondlook import LookSettings
 from edge_hf.training.data import parse_crop
 from experiments.realbench import load_items
 from experiments.realbench.conditions import (

@@ -6,7 +6,7 @@ condition, without more events on daily life and the negatives? A quick screen o
 
 Every clip view of the conditions benchmark (rendered by `make conditions-bench`; rendered here
 when missing) and the negatives (vtest.avi from 40 s on, ../shared/data/negatives) go through
-MoveNet and a `SecondLook` with each `--look` (`edge_hf.core.pose.LookSettings` fields; none
+MoveNet and a `SecondLook` with each `--look` (`edge_hf.core.secondlook.LookSettings` fields; none
 named: the defaults), cached under `<out>/cache` like every pose run of the benchmark. Then the
 pose rules with the held-out fold's pose head as a veto (`realbench.posehead.fold_head`, fitted
 once on the second look's poses with the *current* default settings, seed `--seed`) follow the
@@ -27,9 +27,9 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from edge_hf.core.pose import LookSettings
 from edge_hf.core.posefall import PoseFallRules
 from edge_hf.core.posehead import PoseHead
+from edge_hf.core.secondlook import LookSettings
 from experiments.realbench import ASSIST, FOLDS, GMDCSA, VTEST, load_items
 from experiments.realbench.conditions import (
     AS_RECORDED,

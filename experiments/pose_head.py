@@ -29,9 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from edge_hf.core.pose import LookSettings
 from edge_hf.core.posefall import PoseFallRules
 from edge_hf.core.posehead import MODES, PoseHead
+from edge_hf.core.secondlook import LookSettings
 from experiments.realbench import ASSIST, FOLDS, GMDCSA, REVERSE, VTEST, Item, load_items
 from experiments.realbench.items import EARLY_S, VTEST_CALIBRATION_S
 from experiments.realbench.posehead import ALL, Poses, fold_head, poses_of, view_keys

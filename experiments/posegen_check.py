@@ -3,7 +3,7 @@
     python -m experiments.posegen_check [--cache benchmarks/results/real/cache]
         [--takes 160] [--seed 0] [--plot out.png]
 
-Real: every distinct cached pose track under `--cache` (`edge_hf.core.pose.clip_people`'s
+Real: every distinct cached pose track under `--cache` (`edge_hf.core.clippeople.clip_people`'s
 people-*.json: MoveNet MultiPose at the person stage's 5 Hz over the real benchmark's GMDCSA24
 and ASSIST-IoT clip views; the same track cached under several keys is counted once, crowd
 scenes of more than 200 ticks are left out). Generated: `--takes` random takes (a third falls)
@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Person, _person_of
+from edge_hf.core.clippeople import person_of_row
+from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Person
 from edge_hf.training.posegen import Camera, MoveNetErrors, observe, random_camera, stats_many
 from edge_hf.training.skeleton import FALLS, motion, random_motion
 
@@ -58,7 +59,7 @@ def real_clips(cache: Path) -> list[Clip]:
             continue
         seen.add(digest)
         h, w = rows[0][1]
-        clips.append(([[_person_of(r) for r in people] for _, _, people in rows], (w, h)))
+        clips.append(([[person_of_row(r) for r in people] for _, _, people in rows], (w, h)))
     return clips
 
 

@@ -12,15 +12,8 @@ import cv2
 import numpy as np
 import pytest
 
-from edge_hf.core.pose import (
-    POSE_MODEL,
-    Person,
-    PoseEstimator,
-    SecondLook,
-    letterbox,
-    pose_frame,
-    view_frame,
-)
+from edge_hf.core.pose import POSE_MODEL, Person, PoseEstimator, letterbox, pose_frame
+from edge_hf.core.secondlook import SecondLook, view_frame
 from tests.conftest import SHARED_DATA
 
 ROOT = Path(__file__).resolve().parents[1]

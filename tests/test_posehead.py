@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_hf.core.clippeople import clip_people
 from edge_hf.core.errors import UserError
-from edge_hf.core.pose import POSE_MODEL, PoseEstimator, clip_people
+from edge_hf.core.pose import POSE_MODEL, PoseEstimator
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings
 from edge_hf.core.posehead import FEATURES, HIDDEN, PoseHead, fit
 from tests.conftest import SHARED_DATA

@@ -9,18 +9,9 @@ import cv2
 import numpy as np
 import pytest
 
-from edge_hf.core.pose import (
-    LOOK_ZOOM,
-    POSE_MODEL,
-    LookSettings,
-    PoseEstimator,
-    SecondLook,
-    clip_people,
-    features,
-    motion_boxes,
-    pose_frame,
-    view_frame,
-)
+from edge_hf.core.clippeople import clip_people
+from edge_hf.core.pose import POSE_MODEL, PoseEstimator, features, pose_frame
+from edge_hf.core.secondlook import LOOK_ZOOM, LookSettings, SecondLook, motion_boxes, view_frame
 from edge_hf.daemon.person import PoseSlot
 from tests.conftest import SHARED_DATA
 

@@ -29,9 +29,10 @@ from pathlib import Path
 import numpy as np
 
 from edge_hf.core import video
+from edge_hf.core.clippeople import clip_people
 from edge_hf.core.contract import ModelContract
 from edge_hf.core.contract import PersonCropRule as PersonCropRule  # the contract carries it
-from edge_hf.core.pose import PoseEstimator, clip_people
+from edge_hf.core.pose import PoseEstimator
 from edge_hf.core.video import Crop, shrink
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ def clip_boxes(
     cache_dir: Path | None = None,
 ) -> list[tuple[float, list[Box]]]:
     """(tick, normalised person boxes) of a video file at `rate_hz`, as the person stage would
-    see them (`edge_hf.core.pose.clip_people`, cached in `cache_dir`)."""
+    see them (`edge_hf.core.clippeople.clip_people`, cached in `cache_dir`)."""
     return [
         (t, normalised([p.box for p in people], hw))
         for t, hw, people in clip_people(path, crop, estimator, rate_hz, cache_dir)

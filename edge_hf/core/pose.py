@@ -9,13 +9,13 @@ pixels of the frame that was passed in. `make pose-batch` makes a second file of
 with a batch dimension (deploy/pose/batch_movenet.py): with it, frames of one size share a run.
 
 The geometry that says "this person is down" (`PoseFeatures`) is pure functions of one `Person`,
-so the rules, the benchmark and the tests read the same numbers.
+so the rules, the benchmark and the tests read the same numbers. The second look around small
+people is `edge_hf.core.secondlook`; a video file's people tick by tick, cached,
+`edge_hf.core.clippeople`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +31,7 @@ from edge_hf.core.contract import POSE_RATE_HZ as POSE_RATE_HZ
 from edge_hf.core.contract import POSE_SIDE as POSE_SIDE
 from edge_hf.core.errors import UserError
 from edge_hf.core.runtime import CPU, Providers, open_session
-from edge_hf.core.video import Crop, cut, sample_file
+from edge_hf.core.video import cut
 
 STRIDE = 32  # each side of the input, (1, H, W, 3) int32 RGB, a multiple of this
 MAX_PEOPLE = 6
@@ -274,48 +274,6 @@ def decode(
     return people
 
 
-LOOK_ZOOM = 2.5  # the camera view a second look cuts from: long side at most LOOK_ZOOM * side
-
-
-@dataclass(frozen=True)
-class LookSettings:
-    """The second look (`SecondLook`): a square `margin` times a box's long side (at least
-    the pose model's side / `max_upscale` view pixels: it finds few people in a blurred,
-    enlarged picture) cut from the camera view at up to LOOK_ZOOM times the pose model's
-    side and given to the pose model at its own size, as MoveNet's single-person demo crops around
-    the last keypoints. The boxes: people seen in the last `keep_s` whom the whole frame no longer
-    shows, then what moved since the last pose frame (a blob of at least `min_motion_px` pose-frame
-    pixels changed by `motion_level` grey levels, away from everyone found), then people found
-    whose box's long side is under `small_px` pose-frame pixels.
-    Only where the square is at most `max_share` of the view's long side (a small, far person; a
-    near one gains nothing from a closer look); at most `max_crops` squares per frame.
-    A person found in a square counts from `crop_min_score` (the whole frame's: 0.2): the square
-    is where someone was just seen, and a person lying far away scores 0.15-0.22 there, found
-    more often in a square of 200 px than of 160 (`max_upscale` 1.28: less enlarged). On the
-    conditions benchmark's far clips the pose rules and head on these poses caught 14 of 16 falls
-    against 9 with 160 px at 0.2, the same 2 of 29 activity clips, no event on the negatives."""
-
-    keep_s: float = 3.0
-    margin: float = 2.0
-    max_upscale: float = 1.28  # a square is at least side / max_upscale view pixels
-    max_share: float = 0.6
-    max_crops: int = 2
-    motion_level: int = 25
-    min_motion_px: int = 48
-    small_px: int = 48  # a found person is looked at again when shorter than this (pose pixels)
-    crop_min_score: float = 0.15  # a person found in a square counts from this score
-
-
-def view_frame(
-    frame_bgr: np.ndarray, crop: tuple[int, int, int, int] | None, side: int
-) -> np.ndarray:
-    """The camera view a second look cuts from: the `crop`, the long side at most LOOK_ZOOM
-    times `side`, still BGR (a resize; `SecondLook.people` prepares it as `pose_frame` would
-    only on a tick that cuts a square from it: the night denoising of this large view is the
-    costly part)."""
-    return shrunk(frame_bgr, crop, round(side * LOOK_ZOOM))
-
-
 Box = tuple[float, float, float, float]
 
 
@@ -327,176 +285,3 @@ def iou(a: Box, b: Box) -> float:
     inter = ix * iy
     union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
     return inter / union if union > 0 else 0.0
-
-
-def _inside(a: Box, b: Box) -> float:
-    """The share of box `a`'s area that lies in box `b`."""
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    return ix * iy / max((a[2] - a[0]) * (a[3] - a[1]), 1e-6)
-
-
-def _grown(b: Box, by: float) -> Box:
-    """Box `b` grown by `by` of its width and height on each side."""
-    dx, dy = by * (b[2] - b[0]), by * (b[3] - b[1])
-    return (b[0] - dx, b[1] - dy, b[2] + dx, b[3] + dy)
-
-
-def _scaled(p: Person, k: float, dx: float = 0.0, dy: float = 0.0) -> Person:
-    """`p` with every coordinate multiplied by `k` after shifting by (dx, dy)."""
-    x0, y0, x1, y1 = p.box
-    kp = p.keypoints.copy()
-    kp[:, 0] = (kp[:, 0] + dx) * k
-    kp[:, 1] = (kp[:, 1] + dy) * k
-    return Person(((x0 + dx) * k, (y0 + dy) * k, (x1 + dx) * k, (y1 + dy) * k), p.score, kp)
-
-
-def motion_boxes(before: np.ndarray, now: np.ndarray, level: int, min_px: int) -> list[Box]:
-    """Boxes (pixels) of the blobs that changed between two grey frames, largest first."""
-    diff = cv2.absdiff(cv2.GaussianBlur(before, (5, 5), 0), cv2.GaussianBlur(now, (5, 5), 0))
-    mask = cv2.dilate((diff >= level).astype(np.uint8), np.ones((3, 3), np.uint8), iterations=2)
-    n, _, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
-    blobs = sorted((stats[i] for i in range(1, n)), key=lambda st: -int(st[4]))
-    return [
-        (float(x), float(y), float(x + w), float(y + h))
-        for x, y, w, h, area in blobs
-        if area >= min_px
-    ]
-
-
-class SecondLook:
-    """One camera's people, found in its pose frame and looked at again closer (`LookSettings`)
-    where someone small was seen in the last seconds or something moved: a person far away, whom
-    the pose model at its side does not find in the whole frame (lying, or even standing), is
-    found in a square around them. Keeps where people were and the last frame (per camera: one
-    `SecondLook` each)."""
-
-    def __init__(self, estimator: PoseEstimator, settings: LookSettings | None = None) -> None:
-        self.estimator, self.s = estimator, settings or LookSettings()
-        self._seen: list[tuple[float, Box]] = []  # (when, box in pose-frame pixels)
-        self._grey: np.ndarray | None = None  # the last pose frame, grey
-        self.crops = 0  # second-look runs of the pose model (its cost)
-
-    def boxes(self, found: list[Person], small_rgb: np.ndarray) -> list[Box]:
-        """What to look at again (pose-frame pixels), in order: people lost from the whole frame
-        (most recently seen first), what moved where nobody was found, small people found."""
-        grey = cv2.cvtColor(small_rgb, cv2.COLOR_RGB2GRAY)
-        before, self._grey = self._grey, grey
-        lost = [b for _, b in sorted(self._seen, key=lambda s: -s[0])
-                if all(iou(b, p.box) < 0.3 for p in found)]  # fmt: skip
-        moved: list[Box] = []
-        if before is not None and before.shape == grey.shape:
-            near = [_grown(p.box, 0.5) for p in found] + lost
-            moved = [
-                b for b in motion_boxes(before, grey, self.s.motion_level, self.s.min_motion_px)
-                if all(_inside(b, o) < 0.5 for o in near)
-            ]  # fmt: skip
-        small = [p.box for p in found if max(p.width, p.height) < self.s.small_px]
-        return lost + moved + small
-
-    def square(self, box: Box, k: float, view_hw: tuple[int, int]) -> tuple[int, int, int] | None:
-        """The square (x, y, side in view pixels) around `box` (pose-frame pixels; `k` view
-        pixels per pose-frame pixel), or None where it would be too large to gain anything."""
-        x0, y0, x1, y1 = box
-        least = round(self.estimator.side / self.s.max_upscale)
-        side = max(least, round(self.s.margin * max(x1 - x0, y1 - y0) * k))
-        if side > self.s.max_share * max(view_hw):
-            return None
-        cx, cy = (x0 + x1) / 2 * k, (y0 + y1) / 2 * k
-        x = int(min(max(cx - side / 2, 0), max(view_hw[1] - side, 0)))
-        y = int(min(max(cy - side / 2, 0), max(view_hw[0] - side, 0)))
-        return x, y, side
-
-    def people(self, t: float, small_rgb: np.ndarray, view_bgr: np.ndarray) -> list[Person]:
-        """The people at `t` in pixels of `small_rgb` (the pose frame), best first: the pose
-        model on the whole frame, then each square's best person (the one on the box looked
-        for, else the best scoring) in place of those it overlaps. `view_bgr`: `view_frame`'s,
-        prepared as the pose model is given a frame (`pose_frame`) only when a square is cut."""
-        found = self.estimator.people(small_rgb)
-        k = max(view_bgr.shape[:2]) / max(small_rgb.shape[:2])  # view pixels per pose pixel
-        looked: list[Box] = []
-        squares: list[tuple[Box, int, int, int]] = []  # (box looked for, x, y, side)
-        for box in self.boxes(found, small_rgb):
-            sq = self.square(box, k, view_bgr.shape[:2])
-            if sq is None or any(_inside(box, b) > 0.8 for b in looked):
-                continue
-            x, y, side = sq
-            looked.append((x / k, y / k, (x + side) / k, (y + side) / k))
-            squares.append((box, x, y, side))
-            if len(looked) == self.s.max_crops:
-                break
-        self.crops += len(squares)
-        # (already at its size: pose_frame only converts it, or denoises a grey one)
-        view_rgb = pose_frame(view_bgr, None, max(view_bgr.shape[:2])) if squares else view_bgr
-        # (the squares in one `people_batch`: one run with a batched pose model)
-        nears = self.estimator.people_batch(
-            [view_rgb[y : y + side, x : x + side] for _, x, y, side in squares],
-            self.s.crop_min_score,
-        )
-        for (box, x, y, _), near in zip(squares, nears, strict=True):
-            near = [_scaled(p, 1 / k, x, y) for p in near]
-            best = max(near, key=lambda p: (iou(p.box, box) > 0, p.score), default=None)
-            if best is not None:
-                found = [
-                    p for p in found
-                    if iou(p.box, best.box) < 0.3 and _inside(best.box, p.box) < 0.7
-                ] + [best]  # fmt: skip
-        found.sort(key=lambda p: -p.score)
-        keep = [(when, box) for when, box in self._seen if t - when <= self.s.keep_s]
-        keep = [(w, b) for w, b in keep if all(iou(b, p.box) < 0.1 for p in found)]
-        self._seen = [(t, p.box) for p in found] + keep
-        return found
-
-
-def _person_json(p: Person) -> list[Any]:
-    # (boxes at full precision: person-centred crops cut from cached and live boxes must agree)
-    return [list(p.box), p.score, np.round(p.keypoints.astype(np.float64), 3).tolist()]
-
-
-def _person_of(row: list[Any]) -> Person:
-    box, score, kp = row
-    return Person(tuple(box), float(score), np.asarray(kp, np.float32))
-
-
-def clip_people(
-    path: Path,
-    crop: Crop | None,
-    estimator: PoseEstimator,
-    rate_hz: float,
-    cache_dir: Path | None = None,
-    look: LookSettings | None = None,
-) -> list[tuple[float, tuple[int, int], list[Person]]]:
-    """(tick, pose frame (H, W), people in its pixels) of a video file at `rate_hz`: the frame
-    nearest each tick (the daemon's sampling rule) prepared by `pose_frame`, as the person stage
-    would see it (with `look`, through a `SecondLook`); cached in `cache_dir` (keyed by the file,
-    crop, rate, pose model, side and look)."""
-    cached = None
-    if cache_dir is not None:
-        st = path.stat()
-        key = (
-            f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{crop}|{rate_hz:g}|"
-            f"{estimator.path.resolve()}|{estimator.path.stat().st_size}|{estimator.side}"
-            + (f"|{look}" if look is not None else "")
-            + f"|grey-clahe-{GREY_LEVELS}-{GREY_SHARE:g}"  # (how grey frames are prepared)
-            + f"|nlm-{NIGHT_DENOISE}-clahe-{NIGHT_CLAHE}"
-        )
-        cached = cache_dir / f"people-{hashlib.sha1(key.encode()).hexdigest()[:20]}.json"
-        if cached.exists():
-            return [
-                (t, (hw[0], hw[1]), [_person_of(r) for r in rows])
-                for t, hw, rows in json.loads(cached.read_text())
-            ]
-    second = SecondLook(estimator, look) if look is not None else None
-    out: list[tuple[float, tuple[int, int], list[Person]]] = []
-    for t, frame in sample_file(path, 1 / rate_hz):
-        rgb = pose_frame(frame, crop, estimator.side)
-        if second is None:
-            people = estimator.people(rgb)
-        else:
-            people = second.people(t, rgb, view_frame(frame, crop, estimator.side))
-        out.append((t, (rgb.shape[0], rgb.shape[1]), people))
-    if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        rows = [[t, list(hw), [_person_json(p) for p in people]] for t, hw, people in out]
-        cached.write_text(json.dumps(rows))
-    return out

@@ -64,8 +64,8 @@ class HeadContract:
     rate_hz: float
     side: int
     rules: dict[str, float]
-    # the second look's settings (`edge_hf.core.pose.LookSettings`) the poses came through; None:
-    # the pose model alone (every head fitted before the second look)
+    # the second look's settings (`edge_hf.core.secondlook.LookSettings`) the poses came
+    # through; None: the pose model alone (every head fitted before the second look)
     look: dict[str, float] | None = None
 
     @classmethod

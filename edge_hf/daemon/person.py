@@ -27,18 +27,12 @@ import numpy as np
 from edge_hf.core.contract import PersonCropRule
 from edge_hf.core.errors import UserError
 from edge_hf.core.personcrop import BoxTrack, normalised
-from edge_hf.core.pose import (
-    LookSettings,
-    Person,
-    PoseEstimator,
-    SecondLook,
-    pose_frame,
-    view_frame,
-)
+from edge_hf.core.pose import Person, PoseEstimator, pose_frame
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, PoseVerdict
 from edge_hf.core.posehead import PoseHead, file_sha256
 from edge_hf.core.poseseq import PoseSequenceModel
 from edge_hf.core.runtime import CPU, Providers
+from edge_hf.core.secondlook import LookSettings, SecondLook, view_frame
 from edge_hf.daemon.config import PersonConfig
 from edge_hf.daemon.skeleton import PoseTick, figures
 

@@ -35,7 +35,8 @@ import cv2
 import numpy as np
 
 from edge_hf.core.hyperframe import nearest_index
-from edge_hf.core.pose import POSE_MODEL, LookSettings, Person, PoseEstimator
+from edge_hf.core.pose import POSE_MODEL, Person, PoseEstimator
+from edge_hf.core.secondlook import LookSettings
 from edge_hf.core.video import file_fps
 from edge_hf.training.data import parse_crop
 

@@ -16,17 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_hf.core.pose import (
-    POSE_MODEL,
-    POSE_RATE_HZ,
-    POSE_SIDE,
-    LookSettings,
-    Person,
-    PoseEstimator,
-    clip_people,
-)
+from edge_hf.core.clippeople import clip_people
+from edge_hf.core.pose import POSE_MODEL, POSE_RATE_HZ, POSE_SIDE, Person, PoseEstimator
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings
 from edge_hf.core.posehead import HeadContract, fit
+from edge_hf.core.secondlook import LookSettings
 from edge_hf.training.data import parse_crop
 
 from .items import GMDCSA_DESCENT_S, REVERSE, VTEST, VTEST_CALIBRATION_S, Item, views

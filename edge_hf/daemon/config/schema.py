@@ -202,8 +202,9 @@ class PersonConfig(_Section):
     also confirms a fall the rules miss, e.g. from a camera the person fell towards) or
     `decide` (it alone says fallen and up again).
     `second_look`: where a small (far) person was seen in the last seconds, the pose model looks
-    again at a square around them cut from the camera's frame (`edge_hf.core.pose.SecondLook`),
-    so a person lying far away is still found; it costs a pose-model run per such person.
+    again at a square around them cut from the camera's frame
+    (`edge_hf.core.secondlook.SecondLook`), so a person lying far away is still found; it costs
+    a pose-model run per such person.
     """
 
     model: Path | None = None
