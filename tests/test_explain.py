@@ -110,6 +110,8 @@ def test_a_daily_activity_clip_that_raised_nothing_says_which_gate_refused_it(
     assert _seconds(lines) == list(range(13)), "9.9 s of file + 3 s held: seconds 0..12"
     refusal = [x for x in lines if x.lstrip().startswith("->")]
     assert any("no alarm: the classifier's fall" in x and "saw nobody down" in x for x in refusal)
+    assert any("person stage: decision combined, lost_s 1 s, when_others_present alert" in x
+               for x in lines), "the settings line says what decided"  # fmt: skip
     rows = [x for x in lines if ROW.match(x)]
     assert all(re.search(r"\|\s+1\s+\d+°\s+\d\.\d\d", x) for x in rows), "one person, torso, aspect"
     last = lines[-1]
