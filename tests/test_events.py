@@ -190,13 +190,13 @@ def test_a_person_the_pose_stage_loses_at_the_descent_lets_the_classifier_raise(
     at_edge = Seen(7, (0.8, 0.2, 1.0, 0.9), (0.9, 0.9), upright=True, score=0.8)
 
     def run(lost_s: float, found_until: float, again: float = 99.0, who: Seen = upright,
-            before: float = 0.0) -> list[str]:  # fmt: skip
+            before: float = 0.0, ticks_until: float = 99.0) -> list[str]:  # fmt: skip
         det = FallDetector("c", "d", DetectionConfig(confirm_s=1.0), 0.5, ModelInfo("m", 3, 100.0),
                            "combined", lost_s=lost_s)  # fmt: skip
         events = []
         for i in range(80):
             t = i * 0.1
-            if i % 2 == 0:  # a pose tick every 0.2 s
+            if i % 2 == 0 and t <= ticks_until:  # a pose tick every 0.2 s
                 found = t <= found_until or t >= again
                 det.on_pose(t, PoseVerdict(down=False, fall=False, t=t, seen=[who] * found))
             fall, down = (
@@ -209,6 +209,7 @@ def test_a_person_the_pose_stage_loses_at_the_descent_lets_the_classifier_raise(
 
     assert run(1.0, found_until=2.2) == ["start"]
     assert run(0.0, found_until=2.2) == []
+    assert run(1.0, found_until=2.2, ticks_until=2.2) == [], "a stalled stage loses nobody"
     assert run(1.0, found_until=-1.0) == [], "nobody ever found: an empty room says nothing"
     assert run(1.0, found_until=2.2, again=3.0) == [], "found again: not lost"
     assert run(1.0, found_until=0.4) == [], "lost long before the descent: gone out"

@@ -55,12 +55,14 @@ class PeopleSeen:
         # that found someone upright.
         self.found: tuple[float, Seen] | None = None
         self._upright_at = float("-inf")
+        self._newest = float("-inf")  # the newest tick fed (found someone or not)
 
     def feed(self, t: float, verdict: PoseVerdict, raises: bool) -> list[Seen]:
         """Take one pose tick at detector time `t` (`raises`: the decision lets a pose fall
         raise an event, so a new fall names its person). Its people, with a fallen person the
         pose model no longer finds kept where the rules last had them."""
         self.fed = True
+        self._newest = max(self._newest, t)
         seen = list(verdict.seen)
         if verdict.person is not None and (verdict.down or verdict.fall):
             track, (x0, y0, x1, y1) = verdict.person
@@ -104,16 +106,17 @@ class PeopleSeen:
 
     def lost_at(self, started: float, t: float) -> bool:
         """Whether the stage lost everyone at a descent seen at `started` (`lost_s`): it last
-        found someone from LOST_NEAR_S before the descent on and nobody in the lost_s up to `t`,
-        and that person was not upright at the left or right edge of the view (LOST_EDGE:
-        walked out of it)."""
+        found someone from LOST_NEAR_S before the descent on and nobody on the ticks of the
+        lost_s since (ticks that ran: a stage that fell behind or stopped loses nobody), and that
+        person was not upright at the left or right edge of the view (LOST_EDGE: walked out of
+        it). `t`: the detector time asked about (the ticks fed are up to it)."""
         if not self.lost_s or self.found is None:
             return False
         last, who = self.found
         inside = who.box[0] > LOST_EDGE and who.box[2] < 1.0 - LOST_EDGE
         if not inside and who.upright:
             return False  # upright at the side of the view: walked out of it
-        return t - last >= self.lost_s and last >= started - LOST_NEAR_S
+        return min(t, self._newest) - last >= self.lost_s and last >= started - LOST_NEAR_S
 
     def context(self, t: float, lost: bool = False, ok: bool = True) -> Context:
         """The person a fall starting at `t` is about (the one the pose stage saw down lately;
