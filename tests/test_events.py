@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
 from edge_hf.core.posefall import PoseVerdict, Seen
+from edge_hf.core.zones import Zone, Zones
 from edge_hf.daemon.config import DetectionConfig
 from edge_hf.daemon.events import FallDetector
-from edge_hf.daemon.payload import ModelInfo
+from edge_hf.daemon.payload import FallEvent, ModelInfo
 from tests.conftest import fall_detector
 
 
@@ -218,3 +221,61 @@ def test_a_person_the_pose_stage_loses_at_the_descent_lets_the_classifier_raise(
     assert run(1.0, found_until=2.2, before=0.6) == [], "not up before it: no descent to trust"
     crouching = Seen(7, (0.1, 0.5, 0.3, 0.9), (0.2, 0.9), upright=False, score=0.8)
     assert run(1.0, found_until=2.2, who=crouching) == [], "never seen upright: no descent either"
+
+
+def _lost_stream(
+    found: Callable[[float], list[Seen]],
+    tick_s: float = 0.2,
+    seconds: float = 8.0,
+    down_before: float | None = None,
+    **kw: object,
+) -> tuple[list[FallEvent], FallDetector]:
+    """A classifier descent at 2.0 s and the person lying after it (confirm_s 1), the pose
+    ticks every `tick_s` finding `found(t)`; `down_before`: a pose tick saw someone down then;
+    `kw`: FallDetector's zones / when_others and DetectionConfig fields."""
+    zones, when_others = kw.pop("zones", None), kw.pop("when_others", "alert")
+    cfg = DetectionConfig(**{"confirm_s": 1.0, **kw})  # type: ignore[arg-type]
+    det = FallDetector("c", "d", cfg, 0.5, ModelInfo("m", 3, 100.0), "combined", zones=zones,
+                       when_others=when_others, lost_s=1.0)  # type: ignore[arg-type]  # fmt: skip
+    events: list[FallEvent] = []
+    for i in range(round(seconds * 10)):
+        t = i * 0.1
+        if down_before is not None and abs(t - down_before) < 1e-6:
+            down = Seen(3, (0.6, 0.7, 0.9, 0.8), (0.75, 0.75), down=True, score=0.8)
+            det.on_pose(t, PoseVerdict(down=True, fall=False, t=t, seen=[down]))
+        elif round(t / tick_s, 6).is_integer():
+            det.on_pose(t, PoseVerdict(down=False, fall=False, t=t, seen=found(t)))
+        fall, down_p = (0.9, 0.05) if 2.0 <= t < 2.5 else (0.2, 0.75) if t >= 2.5 else (0.05, 0.0)
+        events += det.update(fall, t, None, down_p)
+    return events, det
+
+
+def test_what_a_lost_persons_alarm_says_and_refuses() -> None:
+    """#40 person.lost_s, a review's cases: a lost person's fall escalates on the classifier's
+    reading (the pose stage cannot see them lying); an `ignore` zone beside where they were last
+    found refuses it (they may have lain down on that bed); the others present are counted when
+    the person was last found (a carer beside them: `suppress` refuses, whatever the timing); a
+    pose "down" just before the descent does not keep the lost path from raising it; at 1 Hz one
+    missed tick is no loss."""
+    me = Seen(7, (0.1, 0.2, 0.3, 0.9), (0.2, 0.8), upright=True, score=0.8)
+    carer = Seen(8, (0.6, 0.2, 0.8, 0.9), (0.7, 0.8), upright=True, score=0.9)
+
+    def alone(t: float) -> list[Seen]:
+        return [me] if t <= 2.2 else []
+
+    events, _ = _lost_stream(alone, escalate_after_s=3.0, seconds=12.0)
+    assert [e.type for e in events] == ["start", "escalation"]
+    bed = Zone("bed", "ignore", ((0.32, 0.6), (0.6, 0.6), (0.6, 0.95), (0.32, 0.95)))
+    assert _lost_stream(alone, zones=Zones((bed,)))[0] == []
+    far_bed = Zone("bed", "ignore", ((0.8, 0.6), (0.99, 0.6), (0.99, 0.95), (0.8, 0.95)))
+    assert [e.type for e in _lost_stream(alone, zones=Zones((far_bed,)))[0]] == ["start"]
+    with_carer = lambda t: [me, carer] if t <= 2.2 else []  # noqa: E731 (both gone from view)
+    assert _lost_stream(with_carer, when_others="suppress", confirm_s=2.0)[0] == []
+    (start,) = _lost_stream(with_carer, when_others="flag", confirm_s=2.0)[0]
+    assert start.others_present == 1 and start.flag == "others_present"
+    assert [e.type for e in _lost_stream(alone, down_before=0.0)[0]] == ["start"]
+
+    def one_miss(t: float) -> list[Seen]:  # 1 Hz: found at 2 s, missed at 3 s, found at 4 s
+        return [] if abs(t - 3.0) < 1e-6 else [me]
+
+    assert _lost_stream(one_miss, tick_s=1.0)[0] == []

@@ -18,7 +18,9 @@ With the person stage on (`person.model`), the pose rules' verdict comes with ea
 `decision` says who raises an event: `either` (a confirmed pose fall starts one too), `pose` (only
 a pose fall does), `both` (the classifier's, only while the pose rules saw someone down in the
 last POSE_DOWN_S), `combined` (a pose fall, or the classifier's while the pose rules saw someone
-down: `pose` and `both` together), `cnn` (the pose verdict is ignored).
+down: `pose` and `both` together), `cnn` (the pose verdict is ignored). Under `both`/`combined`,
+`lost_s`: a confirmed descent at which the person stage lost everyone raises it too (`_lost`,
+its own candidate beside the gate's; `PeopleSeen.lost_at`).
 With the person stage, every start is judged against the people it saw last
 (`edge_hf.daemon.seen.PeopleSeen`): a
 camera's zones (`edge_hf.core.zones`) refuse a fall whose person lies inside an `ignore` zone, or
@@ -197,11 +199,12 @@ class FallDetector:
     def gates(self, t: float, score: float, p_down: float | None) -> Gates:
         """What the detector knows after a window of P(falling) `score`, P(down) `p_down` at `t`
         (`Gates`)."""
-        state = ("alarm" if self._open is not None else "candidate" if self._candidate else
+        waiting = self._candidate or self._lost  # (the gate's candidate, else lost_s's)
+        state = ("alarm" if self._open is not None else "candidate" if waiting else
                  "cooldown" if t < self._cooldown_until else "watching")  # fmt: skip
         confirm = None
-        if self._candidate is not None and self._candidate.down:
-            confirm = sum(d for _, d in self._candidate.down) / len(self._candidate.down)
+        if waiting is not None and waiting.down:
+            confirm = sum(d for _, d in waiting.down) / len(waiting.down)
         up = self._up_level(t) if self.cfg.up_before_s else None
         level = smoothed_level(self._recent, self.cfg)
         return Gates(t, score, p_down, level, state, confirm, up, self._cnn_may_start(t))
@@ -267,18 +270,10 @@ class FallDetector:
             if self._candidate is not None:
                 return self._confirm(score, t, p_down)
             above = t >= self._cooldown_until and self._smoothed_above()
-            if (
-                above
-                and self._lost is None
-                and self._may_wait(p_down)
-                and not self._cnn_may_start(t)
-            ):
-                up = self._up_before(t)
-                # (the classifier and the pose stage both saw someone up before the descent)
-                seen_up = self.seen.seen_up_before(t, UP_BEFORE_GAP_S)
-                if up is not None and up >= CONFIRM_LEVEL and seen_up:
-                    frame = None if centre_frame is None else centre_frame.copy()
-                    self._lost = _Candidate(t, score, frame, evidence, up=up)
+            up = self._up_before(t) if above and self._may_wait(p_down) else None
+            if up is not None and self._lost is None and not self._cnn_may_start(t):
+                frame = None if centre_frame is None else centre_frame.copy()
+                self._lost = _Candidate(t, score, frame, evidence, up=up)
             if above and self._cnn_may_start(t):
                 if not self.cfg.confirm_s or p_down is None:
                     ctx = self._context(t)
@@ -291,7 +286,7 @@ class FallDetector:
                 if not self._was_up(t):
                     return []
                 frame = None if centre_frame is None else centre_frame.copy()
-                self._candidate = _Candidate(t, score, frame, evidence)
+                self._candidate = _Candidate(t, score, frame, evidence, up=up)
             else:
                 self._refusing = False
                 self._said = ""
@@ -374,13 +369,15 @@ class FallDetector:
     def _escalation_due(self, ev: _Open, t: float) -> bool:
         """Whether the open fall `ev` is still on the floor `escalate_after_s` after its start
         (and has not escalated yet): the newest pose tick, at most POSE_DOWN_S old, saw someone
-        down or fallen; without a working person stage, the model's mean P(falling or down)
-        over POSE_DOWN_S is at least CONFIRM_LEVEL (a model without a `down` class: never)."""
+        down or fallen; when it found nobody (a person lying out of its sight: lost_s), or
+        without a working person stage, the model's mean P(falling or down) over POSE_DOWN_S is
+        at least CONFIRM_LEVEL (a model without a `down` class: never)."""
         after = self.cfg.escalate_after_s
         if not after or ev.escalated or ev.got_up or t - ev.started < after:
             return False
-        if self.seen.fed and self.pose_ok:
-            return self.seen.still_lying(t)
+        lying = self.seen.still_lying(t) if self.seen.fed and self.pose_ok else None
+        if lying is not None:
+            return lying
         recent = [p for at, p in self._not_up if at >= t - POSE_DOWN_S]
         return bool(recent) and sum(recent) / len(recent) >= CONFIRM_LEVEL
 
@@ -414,6 +411,15 @@ class FallDetector:
                     and self.decision in ("both", "combined"))  # fmt: skip
 
     def _up_before(self, t: float) -> float | None:
+        """lost_s: the classifier's mean P(up) before a descent at `t` (`_p_up_before`) when
+        it and the pose stage (someone upright in the same time) both saw someone up, else None:
+        a descent the lost path may confirm."""
+        up = self._p_up_before(t)
+        if up is None or up < CONFIRM_LEVEL or not self.seen.seen_up_before(t, UP_BEFORE_GAP_S):
+            return None
+        return up
+
+    def _p_up_before(self, t: float) -> float | None:
         """lost_s: the mean P(up) over the LOST_UP_S before a descent at `t` (UP_BEFORE_GAP_S
         before it), or over every window before it when the camera has not run that long
         (a person falling in its first seconds); None: no window before it."""
@@ -472,8 +478,8 @@ class FallDetector:
 
     def _confirm_lost(self, score: float, t: float, p_down: float | None) -> list[FallEvent]:
         """Feed the descent the gate refused (`_lost`) one window: a `start` once the person
-        stayed down confirm_s and the pose stage lost them at it (`PeopleSeen.lost_at`); dropped
-        CONFIRM_GRACE_S after confirm_s (the gate's refusal is said by the candidate path)."""
+        stayed down confirm_s and the pose stage lost them at it (`_lost_ready`); dropped
+        CONFIRM_GRACE_S after confirm_s (the gate's refusal was said at the descent: `_gated`)."""
         c = self._lost
         assert c is not None  # called only with one
         confirm_s = self.cfg.confirm_s or 0.0
@@ -481,20 +487,31 @@ class FallDetector:
         if t - c.started > confirm_s + CONFIRM_GRACE_S:
             self._lost = None
             return []
-        lost = self.pose_ok and self.seen.lost_at(c.started, t)
-        if t - c.started < confirm_s or stayed < CONFIRM_LEVEL or not lost:
+        if t - c.started < confirm_s or stayed < CONFIRM_LEVEL or not self._lost_ready(c, t):
             return []
         self._lost = self._candidate = None
         ctx = self._context(t, lost=True)
-        found = self.seen.found
-        if ctx.refusal or found is None:
+        if ctx.refusal:
             return []
-        by = (f"the classifier saw a descent at {self._at(c.started)} (mean P(up) {c.up:.2f} "
-              f"before it) and the person stayed down (mean {self._what()} {stayed:.2f} over "
-              f"{confirm_s:g} s), and the pose stage found nobody from "
-              f"{self._at(found[0])} on (person.lost_s {self.seen.lost_s:g})")  # fmt: skip
+        by = (
+            f"the classifier saw a descent at {self._at(c.started)} and the person stayed down "
+            f"(mean {self._what()} {stayed:.2f} over {confirm_s:g} s)" + self._lost_why(c)
+        )
         return [self._start(c.peak_score, t, c.frame, started=c.started, evidence=c.evidence,
                             ctx=ctx, by=by)]  # fmt: skip
+
+    def _lost_ready(self, c: _Candidate, t: float) -> bool:
+        """Whether the lost path passes candidate `c` at `t`: both saw the person up before its
+        descent (`c.up`) and the working person stage lost everyone at it (`PeopleSeen.lost_at`)."""
+        return c.up is not None and self.pose_ok and self.seen.lost_at(c.started, t)
+
+    def _lost_why(self, c: _Candidate) -> str:
+        found = self.seen.found
+        if c.up is None or found is None:
+            return ""
+        return (f", the classifier read them up before it (mean P(up) {c.up:.2f}), and the pose "
+                f"stage found nobody from {self._at(found[0])} on (person.lost_s "
+                f"{self.seen.lost_s:g})")  # fmt: skip
 
     def _confirm(self, score: float, t: float, p_down: float | None) -> list[FallEvent]:
         c = self._candidate
@@ -502,13 +519,17 @@ class FallDetector:
         confirm_s = self.cfg.confirm_s or 0.0
         stayed = self._stayed(c, score, t, p_down)
         what = self._what()
-        if t - c.started >= confirm_s and stayed >= CONFIRM_LEVEL and self._cnn_may_start(t):
-            self._candidate = None
-            ctx = self._context(t)
+        # (the gate open again, or, shut since the descent, the person lost at it: lost_s)
+        gate = self._cnn_may_start(t)
+        lost = not gate and self._lost_ready(c, t)
+        if t - c.started >= confirm_s and stayed >= CONFIRM_LEVEL and (gate or lost):
+            self._candidate = self._lost = None
+            ctx = self._context(t, lost)
             if ctx.refusal:
                 return []
             by = (f"the classifier saw a descent at {self._at(c.started)} and the person stayed "
                   f"down (mean {what} {stayed:.2f} over {confirm_s:g} s)")  # fmt: skip
+            by += self._lost_why(c) if lost else ""
             return [self._start(c.peak_score, t, c.frame, started=c.started, evidence=c.evidence,
                                 ctx=ctx, by=by)]  # fmt: skip
         if t - c.started >= confirm_s and stayed >= CONFIRM_LEVEL:

@@ -88,7 +88,7 @@ def _about(det: FallDetector) -> str:
     if det.seen.when_others is None:
         return line + "; person stage off (the classifier decides alone)"
     zones = ", ".join(f"{z.name} ({z.kind})" for z in det.seen.zones.zones) or "none"
-    lost = f"{det.seen.lost_s:g} s" if det.seen.lost_s else "off"
+    lost = f"{det.seen.lost_s:g} s" if det.seen.lost_s and c.confirm_s else "off"
     return (f"{line}; person stage: decision {det.decision}, lost_s {lost}, when_others_present "
             f"{det.seen.when_others}, zones: {zones}")  # fmt: skip
 

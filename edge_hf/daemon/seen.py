@@ -21,6 +21,7 @@ OTHERS_S = 1.0  # others present: the most upright people at a pose tick this lo
 LOST_NEAR_S = 1.0  # person.lost_s: the pose stage last found someone this close to the descent
 LOST_UP_S = 2.0  # person.lost_s: the person was seen up over this before the descent
 LOST_EDGE = 0.02  # person.lost_s: upright this near the view's side when last found: walked out
+LOST_TICKS = 3  # person.lost_s: at least this many pose ticks found nobody (one miss is no loss)
 
 Who = tuple[int, tuple[float, float, float, float]]  # (track id, box)
 
@@ -54,6 +55,8 @@ class PeopleSeen:
         # lost_s: when the stage last found someone, and who (the best-scoring); the last tick
         # that found someone upright.
         self.found: tuple[float, Seen] | None = None
+        self._found_with: list[Seen] = []  # everyone that tick found (the others, when lost)
+        self._empty = 0  # pose ticks in a row that found nobody
         self._upright_at = float("-inf")
         self._newest = float("-inf")  # the newest tick fed (found someone or not)
 
@@ -78,8 +81,10 @@ class PeopleSeen:
             self.person = verdict.person or self.person
         if verdict.down:
             self.down_at = max(self.down_at, t)
+        self._empty = 0 if verdict.seen else self._empty + 1
         if self.lost_s and verdict.seen:
             self.found = (t, max(verdict.seen, key=lambda s: s.score or 0.0))
+            self._found_with = list(verdict.seen)
             if any(s.upright for s in verdict.seen):
                 self._upright_at = t
         if verdict.new_fall and raises:
@@ -94,9 +99,12 @@ class PeopleSeen:
         """Whether the pose rules saw someone down in the POSE_DOWN_S up to `t`."""
         return t - self.down_at <= POSE_DOWN_S
 
-    def still_lying(self, t: float) -> bool:
-        """Whether the newest pose tick, at most POSE_DOWN_S old, saw someone down or fallen."""
+    def still_lying(self, t: float) -> bool | None:
+        """Whether the newest pose tick, at most POSE_DOWN_S old, saw someone down or fallen;
+        None when it found nobody at all (a person lying out of its sight: it cannot tell)."""
         seen, lying = self.lying
+        if not lying and self._empty and t - seen <= POSE_DOWN_S:
+            return None
         return lying and t - seen <= POSE_DOWN_S
 
     def seen_up_before(self, t: float, gap_s: float) -> bool:
@@ -107,16 +115,18 @@ class PeopleSeen:
     def lost_at(self, started: float, t: float) -> bool:
         """Whether the stage lost everyone at a descent seen at `started` (`lost_s`): it last
         found someone from LOST_NEAR_S before the descent on and nobody on the ticks of the
-        lost_s since (ticks that ran: a stage that fell behind or stopped loses nobody), and that
-        person was not upright at the left or right edge of the view (LOST_EDGE: walked out of
-        it). `t`: the detector time asked about (the ticks fed are up to it)."""
+        lost_s since, at least LOST_TICKS of them (ticks that ran: a stage that fell behind or
+        stopped loses nobody, one missed tick is no loss), and that person was not upright at
+        the left or right edge of the view (LOST_EDGE: walked out of it). `t`: the detector time
+        asked about (the ticks fed are up to it)."""
         if not self.lost_s or self.found is None:
             return False
         last, who = self.found
         inside = who.box[0] > LOST_EDGE and who.box[2] < 1.0 - LOST_EDGE
         if not inside and who.upright:
             return False  # upright at the side of the view: walked out of it
-        return min(t, self._newest) - last >= self.lost_s and last >= started - LOST_NEAR_S
+        gone = min(t, self._newest) - last >= self.lost_s and self._empty >= LOST_TICKS
+        return gone and last >= started - LOST_NEAR_S
 
     def context(self, t: float, lost: bool = False, ok: bool = True) -> Context:
         """The person a fall starting at `t` is about (the one the pose stage saw down lately;
@@ -136,6 +146,12 @@ class PeopleSeen:
         # Who may have fallen: the people seen down; if nobody was, everyone seen (what the
         # classifier alone may have reacted to).
         who = [s for s in latest.values() if s.down] or list(latest.values())
+        if lost and self.found is not None:  # (found last, maybe more than POSE_DOWN_S ago)
+            who = [s for s in who if s.track != self.found[1].track] + [self.found[1]]
+            near = self._ignore_within_reach(self.found[1])
+            if near:
+                why = f"the person was lost beside {near}, where they may lie (lost_s)"
+                return Context(refusal=why, counter="in_zone")
         zone = None
         if self.zones and who:
             counting = [s for s in who if self.zones.refusal(s.at) is None]
@@ -145,13 +161,29 @@ class PeopleSeen:
             mine = next((s for s in counting if person and s.track == person[0]), counting[0])
             person = (mine.track, mine.box) if mine.down else person
             zone = self.zones.named(mine.at)
-        others = self.others(t, person[0] if person is not None else None)
+        faller = person[0] if person is not None else None
+        others = self.others(t, faller)
+        if lost and self.found is not None:  # the others when the person was last found
+            others = sum(s.upright and not s.down and s.track != faller for s in self._found_with)
         if others and self.when_others == "suppress":
             who_else = "person" if others == 1 else "people"
             why = f"{others} other {who_else} upright in view (when_others_present: suppress)"
             return Context(refusal=why, counter="others_present")
         flag = "others_present" if others and self.when_others == "flag" else None
         return Context(person, others, zone, flag)
+
+    def _ignore_within_reach(self, who: Seen) -> str | None:
+        """lost_s: the `ignore` zone (name) a person last found at `who` could lie in out of
+        the pose stage's sight: within their own height of where they were found, in the lower
+        half of their box or beside it (a bed they lay down on in the dark). None: none."""
+        x0, y0, x1, y1 = who.box
+        h = y1 - y0
+        xs = [x0 - h + (x1 - x0 + 2 * h) * i / 8 for i in range(9)]
+        ys = [y0 + h / 2 + (h / 2) * j / 4 for j in range(5)]
+        for z in self.zones.zones:
+            if z.kind == "ignore" and any(z.contains((x, y)) for x in xs for y in ys):
+                return f"zone {z.name}"
+        return None
 
     def others(self, t: float, faller: int | None) -> int | None:
         """The most people upright at one pose tick of the last OTHERS_S, the fallen person

@@ -217,10 +217,10 @@ class PersonConfig(_Section):
     confirm_s: float = Field(1.0, ge=0, le=60)  # pose rules: down this long after the descent
     max_descent_s: float = Field(2.0, gt=0, le=10)  # pose rules: upright -> down within this
     second_look: bool = False
-    # With decision `combined`/`both`: the pose stage finding nobody this long after it found
-    # someone counts as someone seen down (a person who falls out of its sight: in the dark,
-    # behind furniture, out of the picture), so the classifier's confirmed fall raises the alarm;
-    # 0: off (only a person seen down opens the gate).
+    # With decision `combined`/`both` and confirm_s: a descent the gate refuses still raises the
+    # alarm once confirmed if the pose stage lost the person at it, finding nobody this long since
+    # (a person who falls out of its sight: in the dark, behind furniture); the conditions are in
+    # edge_hf/daemon/seen.py `PeopleSeen.lost_at` and the README. 0: off.
     lost_s: float = Field(1.0, ge=0, le=30)
     # Another person upright in view when a fall is raised (the event's `others_present`):
     # `alert` raises it as always, `flag` raises it marked (`flag: others_present`), `suppress`
