@@ -1,5 +1,6 @@
-"""Never silent (#42): what a user can get wrong in a config, a head file, a camera or a replay is
-refused in one line naming the file, key or value, never accepted quietly nor a traceback."""
+"""Errors a user can cause (#42, "never silent"): what a user can get wrong in a config, a head
+file, a camera or a replay is refused in one line naming the file, key or value, never accepted
+quietly nor a traceback."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Never silent (#42): each way an alert was held up or garbled without a word, reproduced with real
-files, a real Mosquitto, a socket that never answers and a real full disk (a small tmpfs)."""
+"""The alert path under faults (#42, "never silent"): each way an alert was held up or garbled
+without a word, reproduced with real files, a real Mosquitto, a socket that never answers and a
+real full disk (a small tmpfs)."""
 
 from __future__ import annotations
 
