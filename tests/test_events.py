@@ -234,9 +234,11 @@ def _lost_stream(
     ticks every `tick_s` finding `found(t)`; `down_before`: a pose tick saw someone down then;
     `kw`: FallDetector's zones / when_others and DetectionConfig fields."""
     zones, when_others = kw.pop("zones", None), kw.pop("when_others", "alert")
+    blind = kw.pop("blind", False)
     cfg = DetectionConfig(**{"confirm_s": 1.0, **kw})  # type: ignore[arg-type]
     det = FallDetector("c", "d", cfg, 0.5, ModelInfo("m", 3, 100.0), "combined", zones=zones,
                        when_others=when_others, lost_s=1.0)  # type: ignore[arg-type]  # fmt: skip
+    det.picture_ok = not blind
     events: list[FallEvent] = []
     for i in range(round(seconds * 10)):
         t = i * 0.1
@@ -256,7 +258,7 @@ def test_what_a_lost_persons_alarm_says_and_refuses() -> None:
     found refuses it (they may have lain down on that bed); the others present are counted when
     the person was last found (a carer beside them: `suppress` refuses, whatever the timing); a
     pose "down" just before the descent does not keep the lost path from raising it; at 1 Hz one
-    missed tick is no loss."""
+    missed tick is no loss; in a black or frozen picture (the camera `blind`) nobody is lost."""
     me = Seen(7, (0.1, 0.2, 0.3, 0.9), (0.2, 0.8), upright=True, score=0.8)
     carer = Seen(8, (0.6, 0.2, 0.8, 0.9), (0.7, 0.8), upright=True, score=0.9)
 
@@ -279,3 +281,4 @@ def test_what_a_lost_persons_alarm_says_and_refuses() -> None:
         return [] if abs(t - 3.0) < 1e-6 else [me]
 
     assert _lost_stream(one_miss, tick_s=1.0)[0] == []
+    assert _lost_stream(alone, blind=True)[0] == [], "a black or frozen picture loses nobody"

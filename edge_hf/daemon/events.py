@@ -148,6 +148,9 @@ class FallDetector:
         # False while this camera's person stage is failing (`degraded`): the classifier then
         # decides alone, as with decision `cnn`, rather than not at all.
         self.pose_ok = True
+        # False while the camera's picture is black or frozen (`blind`): a pose stage that finds
+        # nobody in it has lost nobody (lost_s).
+        self.picture_ok = True
         self.threshold, self.model = threshold, model
         self.keeps_pictures = cfg.snapshot  # the start's picture goes with it (SnapshotSink)
         self._recent: deque[float] = deque(maxlen=cfg.n)
@@ -502,8 +505,10 @@ class FallDetector:
 
     def _lost_ready(self, c: _Candidate, t: float) -> bool:
         """Whether the lost path passes candidate `c` at `t`: both saw the person up before its
-        descent (`c.up`) and the working person stage lost everyone at it (`PeopleSeen.lost_at`)."""
-        return c.up is not None and self.pose_ok and self.seen.lost_at(c.started, t)
+        descent (`c.up`) and the working person stage lost everyone at it (`PeopleSeen.lost_at`)
+        in a picture that is neither black nor frozen (`picture_ok`)."""
+        ok = self.pose_ok and self.picture_ok
+        return c.up is not None and ok and self.seen.lost_at(c.started, t)
 
     def _lost_why(self, c: _Candidate) -> str:
         found = self.seen.found

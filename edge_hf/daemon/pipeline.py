@@ -204,6 +204,7 @@ class Pipeline:
             for event in cam.detector.on_pose(at, verdict):
                 self.sink.send(event)
         cam.detector.pose_ok = not self.person.is_degraded(cam.cfg.name)
+        cam.detector.picture_ok = cam.thread is None or cam.thread.stats.blind_since is None
 
     def _shown(self, cam: CameraRuntime, event: FallEvent, until: float) -> FallEvent:
         """A start's evidence as `snapshots.mode` says: `image`, the picture as it is;
