@@ -20,6 +20,7 @@ import argparse
 import inspect
 import pickle
 import statistics
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,26 @@ def load(traces: Path) -> dict[str, list[dict[str, Any]]]:
     return rows
 
 
+def detectors(
+    st: dict[str, Any], kw: dict[str, Any] | None = None, det: dict[str, Any] | None = None
+) -> Callable[[str], FallDetector]:
+    """Fresh detectors set up as a trace's (`st`: its settings), with FallDetector keyword
+    arguments `kw` and DetectionConfig fields `det` changed."""
+    cfg = st["cfg"].model_copy(update=det or {})
+    args = {"decision": st["decision"], "when_others": st["when_others"],
+            "lost_s": st.get("lost_s", 0.0), **(kw or {})}  # fmt: skip
+    return lambda name: FallDetector(name, "bench", cfg, st["threshold"], st["model"], **args)
+
+
+def spans_of(tr: dict[str, Any], kw: dict[str, Any] | None = None,
+             det: dict[str, Any] | None = None) -> dict[str, list[list[float]]]:  # fmt: skip
+    """Each camera's event spans, its trace fed again (`detectors`)."""
+    calls = {n: c["calls"] for n, c in tr["cameras"].items()}
+    return {
+        n: spans for n, (spans, _) in redecide(calls, detectors(tr["settings"], kw, det)).items()
+    }
+
+
 def decide(folds: list[dict[str, Any]], spec: str) -> dict[str, Any]:
     """One row's figures (`summarise`) with the streams fed again at `spec`."""
     kw, det = gate_of(spec)
@@ -68,18 +89,8 @@ def decide(folds: list[dict[str, Any]], spec: str) -> dict[str, Any]:
     neg_events = 0
     hours = 0.0
     for tr in folds:
-        st = tr["settings"]
-        cfg = st["cfg"].model_copy(update=det)
-
-        def detector(
-            name: str, st: dict[str, Any] = st, cfg: DetectionConfig = cfg
-        ) -> FallDetector:
-            args = {"decision": st["decision"], "when_others": st["when_others"],
-                    "lost_s": st.get("lost_s", 0.0), **kw}  # fmt: skip
-            return FallDetector(name, "bench", cfg, st["threshold"], st["model"], **args)
-
         cams = tr["cameras"]
-        spans = redecide({n: c["calls"] for n, c in cams.items()}, detector)
+        spans = spans_of(tr, kw, det)
         replayed = {n: {**c, "events": spans[n]} for n, c in cams.items()}
         if tr["test"]:
             clips += score_fold(tr["test"], replayed)
@@ -95,16 +106,8 @@ def decide(folds: list[dict[str, Any]], spec: str) -> dict[str, Any]:
 def check(folds: list[dict[str, Any]]) -> None:
     """The traced settings must give back the traced events, camera by camera."""
     for tr in folds:
-        st = tr["settings"]
-
-        def detector(name: str, st: dict[str, Any] = st) -> FallDetector:
-            return FallDetector(name, "bench", st["cfg"], st["threshold"], st["model"],
-                                decision=st["decision"], when_others=st["when_others"],
-                                lost_s=st.get("lost_s", 0.0))  # fmt: skip
-
-        cams = tr["cameras"]
-        spans = redecide({n: c["calls"] for n, c in cams.items()}, detector)
-        for n, c in cams.items():
+        spans = spans_of(tr)
+        for n, c in tr["cameras"].items():
             got = [[round(x, 3) for x in s] for s in spans[n]]
             want = [[round(x, 3) for x in s] for s in c["events"]]
             if got != want:

@@ -414,36 +414,31 @@ class FallDetector:
                     and self.decision in ("both", "combined"))  # fmt: skip
 
     def _up_before(self, t: float) -> float | None:
-        """lost_s: the classifier's mean P(up) before a descent at `t` (`_p_up_before`) when
+        """lost_s: the classifier's mean P(up) before a descent at `t` (`_up_level`) when
         it and the pose stage (someone upright in the same time) both saw someone up, else None:
         a descent the lost path may confirm."""
-        up = self._p_up_before(t)
+        up = self._up_level(t, LOST_UP_S, short=True)
         if up is None or up < CONFIRM_LEVEL or not self.seen.seen_up_before(t, UP_BEFORE_GAP_S):
             return None
         return up
-
-    def _p_up_before(self, t: float) -> float | None:
-        """lost_s: the mean P(up) over the LOST_UP_S before a descent at `t` (UP_BEFORE_GAP_S
-        before it), or over every window before it when the camera has not run that long
-        (a person falling in its first seconds); None: no window before it."""
-        lo, hi = t - LOST_UP_S - UP_BEFORE_GAP_S, t - UP_BEFORE_GAP_S
-        before = [p for at, p in self._up if lo <= at <= hi]
-        before = before or [p for at, p in self._up if at < t]
-        return sum(before) / len(before) if before else None
 
     def _up_span(self) -> float:
         """How long before a descent P(up) is kept: up_before_s, and LOST_UP_S with lost_s."""
         return max(self.cfg.up_before_s, LOST_UP_S if self.seen.lost_s else 0.0)
 
-    def _up_level(self, t: float, span: float | None = None) -> float | None:
-        """The mean P(up) over the `span` (default up_before_s) before a descent at `t` (None:
-        too little history, which counts as up)."""
+    def _up_level(self, t: float, span: float | None = None, short: bool = False) -> float | None:
+        """The mean P(up) over the `span` (default up_before_s) ending UP_BEFORE_GAP_S before a
+        descent at `t`; None: too little history (up_before_s counts that as up). `short`
+        (lost_s): a camera that has not run that long gives every window before `t` instead (a
+        person falling in its first seconds); None only with no window at all."""
         span = self.cfg.up_before_s if span is None else span
         lo, hi = t - UP_BEFORE_GAP_S - span, t - UP_BEFORE_GAP_S
         before = [p for at, p in self._up if lo <= at <= hi]
-        if not before or hi - self._up[0][0] < UP_BEFORE_MIN_S:  # (oldest first)
+        if short:
+            before = before or [p for at, p in self._up if at < t]
+        elif before and hi - self._up[0][0] < UP_BEFORE_MIN_S:  # (oldest first)
             return None
-        return sum(before) / len(before)
+        return sum(before) / len(before) if before else None
 
     def _was_up(self, t: float) -> bool:
         """Whether the person was up before a descent seen at `t` (always, with up_before_s 0)."""

@@ -117,10 +117,12 @@ class Calls:
 def redecide(
     calls: dict[str, list[Any]],
     detector: Callable[[str], FallDetector],
-) -> dict[str, list[list[float]]]:
-    """Per camera, the event spans a fresh detector (`detector(camera)`) raises when fed the
-    recorded stream `calls` (`Calls.calls`) again: windows and pose ticks in their order."""
-    out: dict[str, list[list[float]]] = {}
+) -> dict[str, tuple[list[list[float]], FallDetector]]:
+    """Per camera, the event spans (start, end, raised) a fresh detector (`detector(camera)`)
+    raises when fed the recorded stream `calls` again (`Calls.calls`: windows (t, P(falling),
+    P(down)) and pose ticks (t, verdict) in their order; a detector's `trace`: windows alone),
+    and that detector."""
+    out: dict[str, tuple[list[list[float]], FallDetector]] = {}
     for name, stream in calls.items():
         det = detector(name)
         events = []
@@ -132,7 +134,8 @@ def redecide(
         if stream:
             events += det.close(stream[-1][0])
         raised = {e.event_id: e.time for e in events if e.type == "start"}
-        out[name] = [[e.started_at, e.time, raised[e.event_id]] for e in events if e.type == "end"]
+        spans = [[e.started_at, e.time, raised[e.event_id]] for e in events if e.type == "end"]
+        out[name] = (spans, det)
     return out
 
 
@@ -171,18 +174,15 @@ def redetect(
     daemon would set it up (the scores do not depend on the settings; the events do);
     `thresholds`: per-camera `cameras[].threshold`."""
     cfg = DetectionConfig.model_validate({"confirm_s": 0.0, **detection})
-    out: dict[str, dict[str, Any]] = {}
-    for name, r in replayed.items():
-        old = r["detector"]
-        det = FallDetector(name, "bench", cfg, (thresholds or {}).get(name, threshold), old.model)
+
+    def detector(name: str) -> FallDetector:
+        det = FallDetector(name, "bench", cfg, (thresholds or {}).get(name, threshold),
+                           replayed[name]["detector"].model)  # fmt: skip
         det.trace = []
-        events = [e for t, f, d in old.trace for e in det.update(f, t, None, d)]
-        if old.trace:
-            events += det.close(old.trace[-1][0])
-        raised = {e.event_id: e.time for e in events if e.type == "start"}
-        spans = [[e.started_at, e.time, raised[e.event_id]] for e in events if e.type == "end"]
-        out[name] = {**r, "events": spans, "detector": det}
-    return out
+        return det
+
+    again = redecide({n: r["detector"].trace for n, r in replayed.items()}, detector)
+    return {n: {**r, "events": again[n][0], "detector": again[n][1]} for n, r in replayed.items()}
 
 
 def score_fold(items: list[Item], replayed: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
