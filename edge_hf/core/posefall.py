@@ -20,14 +20,14 @@ in any view where the person was seen upright first, and is the only one that wo
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Box, Person, PoseFeatures, features, iou
+from edge_hf.core.pose import MIN_KEYPOINT_SCORE, Box, Person, PoseFeatures, features
 from edge_hf.core.posehead import FEATURES, PoseHead
 from edge_hf.core.poseseq import PoseSequenceModel
+from edge_hf.core.posetrack import Track, Tracker
 from edge_hf.core.posewindow import WindowSpec, window_array
 from edge_hf.core.zones import body_point
 
@@ -40,7 +40,6 @@ HISTORY_S = 1.0  # the head's "over the last second" features
 GOT_UP_S = 2.0  # a fallen person is up again once upright this long, as tall as before the fall
 UP_HEIGHT = 0.8  # ... at least this share of their height before the fall (sitting up is not up)
 UP_P = 0.5  # the sequence model sees a person up at this P(up)
-INHERIT_FEET = 1.5  # a new track takes the window of a track lost this near (in heights)
 SEQ_MODES = ("join", "decide")
 
 
@@ -57,40 +56,6 @@ class PoseRuleSettings:
     forget_s: float = 2.0  # a track unseen this long is dropped
     min_iou: float = 0.2
     max_feet_move: float = 0.6  # no overlap: the same person if the feet moved less (heights)
-
-
-def _feet_distance(
-    a: tuple[float, float, float, float], b: tuple[float, float, float, float]
-) -> float:
-    """Distance between the two boxes' bottom centres, in the taller box's heights: a falling
-    person's feet stay put while the box turns from tall to wide (little overlap between ticks)."""
-    dx = (a[0] + a[2]) / 2 - (b[0] + b[2]) / 2
-    dy = a[3] - b[3]
-    return float(np.hypot(dx, dy)) / max(a[3] - a[1], b[3] - b[1], 1e-6)
-
-
-@dataclass
-class _Track:
-    box: tuple[float, float, float, float]
-    seen_t: float
-    id: int = 0  # per camera, from 1, in the order people were first seen
-    upright_t: float | None = None
-    upright_hip_y: float | None = None
-    upright_height: float | None = None
-    down_since: float | None = None
-    fallen: bool = False
-    fell_at: float | None = None  # when the confirmed fall's "down" began
-    stand_height: float | None = None  # the box height when last upright before that fall
-    # (since when upright again, when the fall began, height before it): a fallen person seen
-    # upright, not yet reported up (`GOT_UP_S` upright and as tall as before)
-    getting_up: tuple[float, float, float | None] | None = None
-    # (t, hip_y, aspect) of the last HISTORY_S, for the head's features
-    history: deque[tuple[float, float | None, float]] = field(default_factory=deque)
-    # what the pose model found of this person at each tick since the track began (None: not
-    # found), the last `window_ticks`: the sequence model's window
-    poses: deque[Person | None] = field(default_factory=deque)
-    seq_since: float | None = None  # since when the sequence model's P(falling) is high
-    by_seq: bool = False  # the fall was confirmed by the sequence model
 
 
 @dataclass
@@ -142,7 +107,7 @@ class PoseVerdict:
     seen: list[Seen] = field(default_factory=list)  # every tracked person found at this tick
 
 
-def _hip_drop(tr: _Track, f: PoseFeatures) -> float | None:
+def _hip_drop(tr: Track, f: PoseFeatures) -> float | None:
     """How far the hips are below where they were when the track was last upright, in its
     upright heights (None: not known)."""
     if f.hip_y is None or tr.upright_hip_y is None or not tr.upright_height:
@@ -173,7 +138,7 @@ def down_reasons(
     return why
 
 
-def head_features(tr: _Track, f: PoseFeatures, person: Person, t: float) -> np.ndarray:
+def head_features(tr: Track, f: PoseFeatures, person: Person, t: float) -> np.ndarray:
     """One tracked person's row of `edge_hf.core.posehead.FEATURES` at tick `t`, against the
     track's state before this tick (its upright reference and the last second's history)."""
     h0 = tr.upright_height
@@ -201,7 +166,7 @@ def head_features(tr: _Track, f: PoseFeatures, person: Person, t: float) -> np.n
     return np.asarray(row, np.float64)
 
 
-def _up_again(tr: _Track, p: Person, t: float, verdict: PoseVerdict) -> None:
+def _up_again(tr: Track, p: Person, t: float, verdict: PoseVerdict) -> None:
     """A tracked person upright at `t`: after a confirmed fall the wait for `GOT_UP_S` upright
     and as tall as before starts (a person sitting up on the floor is upright but short), and
     once it is over the verdict says they got up (and after how long down)."""
@@ -250,48 +215,14 @@ class PoseFallRules:
         self.seq, self.seq_mode, self.windows = seq, seq_mode, windows
         spec = seq.spec if seq is not None else window or WindowSpec()
         self.window_ticks = spec.ticks
-        self.tracks: list[_Track] = []
-        self._ids = 0
+        self.tracker = Tracker(self.s.forget_s, self.s.min_iou, self.s.max_feet_move)
 
-    def _match(self, people: list[Person], t: float) -> list[tuple[_Track, Person]]:
-        """Each person's track, in the order of `people`: the pairs that overlap most first
-        (a person found near someone lying keeps their own track), then by the feet for the
-        rest; a new track for whoever is left. A fallen person's track never goes by the feet to
-        someone standing at full height (nobody gets up from the floor between two ticks: that is
-        someone walking past)."""
-        self.tracks = [tr for tr in self.tracks if t - tr.seen_t <= self.s.forget_s]
-        free = list(self.tracks)
-        chosen: dict[int, _Track] = {}
-        by_overlap = sorted(
-            ((iou(tr.box, p.box), i, k) for i, p in enumerate(people) for k, tr in enumerate(free)),
-            key=lambda x: -x[0],
-        )
-        for overlap, i, k in by_overlap:
-            if overlap < self.s.min_iou:
-                break
-            if i not in chosen and free[k] not in chosen.values():
-                chosen[i] = free[k]
-        free = [tr for tr in free if tr not in chosen.values()]
-        for i, p in enumerate(people):
-            if i in chosen:
-                continue
-            near = [tr for tr in free if not (tr.fallen and self._standing_tall(tr, p))]
-            best = min(near, key=lambda tr: _feet_distance(tr.box, p.box), default=None)
-            if best is not None and _feet_distance(best.box, p.box) <= self.s.max_feet_move:
-                chosen[i] = best
-                free.remove(best)
-        pairs = []
-        for i, p in enumerate(people):
-            tr = chosen.get(i)
-            if tr is None:
-                self._ids += 1
-                tr = _Track(p.box, t, self._ids)
-                self.tracks.append(tr)
-            tr.box, tr.seen_t = p.box, t
-            pairs.append((tr, p))
-        return pairs
+    @property
+    def tracks(self) -> list[Track]:
+        """The people tracked now (`edge_hf.core.posetrack`)."""
+        return self.tracker.tracks
 
-    def _standing_tall(self, tr: _Track, p: Person) -> bool:
+    def _standing_tall(self, tr: Track, p: Person) -> bool:
         """Whether `p` stands upright at (nearly) the height `tr` had before its fall."""
         before = tr.stand_height or tr.upright_height
         return is_upright(features(p), p, self.s) and (
@@ -300,7 +231,7 @@ class PoseFallRules:
 
     def update(self, t: float, people: list[Person]) -> PoseVerdict:
         verdict = PoseVerdict(False, False, t=t)
-        pairs = self._match(people, t)
+        pairs = self.tracker.match(people, t, self._standing_tall)
         probs = self._sequence(t, pairs)
         for k, (tr, p) in enumerate(pairs):
             f = features(p)
@@ -334,17 +265,12 @@ class PoseFallRules:
             verdict.person = (fallen[0].id, fallen[0].box)
         return verdict
 
-    def _sequence(self, t: float, pairs: list[tuple[_Track, Person]]) -> np.ndarray | None:
+    def _sequence(self, t: float, pairs: list[tuple[Track, Person]]) -> np.ndarray | None:
         """Each track's pose at this tick kept (None where not found); the windows of the people
         found now recorded (`windows`) and, with a sequence model, its (falling, down, up) each."""
         if self.seq is None and self.windows is None:
             return None
-        found = {id(tr): p for tr, p in pairs}
-        self._inherit(pairs, found)
-        for tr in self.tracks:
-            if tr.poses.maxlen != self.window_ticks:
-                tr.poses = deque(tr.poses, maxlen=self.window_ticks)
-            tr.poses.append(found.get(id(tr)))
+        self.tracker.keep_poses(pairs, self.window_ticks)
         if not pairs:
             return None
         w = np.stack([window_array(tr.poses, self.window_ticks) for tr, _ in pairs])
@@ -352,29 +278,14 @@ class PoseFallRules:
             self.windows.extend((t, tr.id, p.box, w[k]) for k, (tr, p) in enumerate(pairs))
         return None if self.seq is None else self.seq.probs(w)
 
-    def _inherit(self, pairs: list[tuple[_Track, Person]], found: dict[int, Person]) -> None:
-        """A track born this tick takes over the poses of a track lost nearby (not found now,
-        feet within INHERIT_FEET heights): the tracker often loses a person mid-fall (the box
-        turns from tall to wide between two ticks, or the pose model misses the descent), and
-        the new track's window would hold no descent. Only the window inherits; the rules'
-        state of the new track starts afresh."""
-        lost = [tr for tr in self.tracks if id(tr) not in found and tr.poses]
-        for tr, p in pairs:
-            if tr.poses or not lost:
-                continue
-            old = min(lost, key=lambda o: _feet_distance(o.box, p.box))
-            if _feet_distance(old.box, p.box) <= INHERIT_FEET:
-                tr.poses, old.poses = old.poses, deque(maxlen=self.window_ticks)
-                lost.remove(old)
-
-    def _still_down(self, tr: _Track, q: np.ndarray | None) -> bool:
+    def _still_down(self, tr: Track, q: np.ndarray | None) -> bool:
         """A fall the sequence model confirmed stays while it does not see the person up: from
         a camera they fell towards, a lying body looks short and upright to the geometry."""
         return tr.fallen and tr.by_seq and q is not None and q[2] < UP_P
 
     def _rules_update(
         self,
-        tr: _Track,
+        tr: Track,
         p: Person,
         f: PoseFeatures,
         x: np.ndarray | None,
@@ -417,7 +328,7 @@ class PoseFallRules:
         seen.stage = "fallen" if tr.fallen else "descent"
         verdict.fall = verdict.fall or tr.fallen
 
-    def _seq_fall(self, tr: _Track, q: np.ndarray, t: float, verdict: PoseVerdict) -> None:
+    def _seq_fall(self, tr: Track, q: np.ndarray, t: float, verdict: PoseVerdict) -> None:
         """The sequence model's P(falling) at or above its threshold for `confirm_s` confirms a
         fall of this track (once)."""
         seq = self.seq
@@ -443,14 +354,14 @@ class PoseFallRules:
         elif seen.stage in ("", "upright", "between", "vetoed", "slow", "not_seen_up"):
             seen.stage = "descent"
 
-    def _seq_join(self, tr: _Track, q: np.ndarray, t: float, verdict: PoseVerdict) -> None:
+    def _seq_join(self, tr: Track, q: np.ndarray, t: float, verdict: PoseVerdict) -> None:
         """Mode join: a fall the rules missed can be confirmed by the sequence model."""
         if tr.fallen and not tr.by_seq:
             return
         self._seq_fall(tr, q, t, verdict)
 
     def _seq_decide(
-        self, tr: _Track, p: Person, f: PoseFeatures, q: np.ndarray, t: float, v: PoseVerdict
+        self, tr: Track, p: Person, f: PoseFeatures, q: np.ndarray, t: float, v: PoseVerdict
     ) -> None:
         """Mode decide: the sequence model alone says fallen (P(falling)) and up again (P(up));
         tracking, `confirm_s` and the wait before "got up" stay."""
@@ -467,7 +378,7 @@ class PoseFallRules:
         self._seq_fall(tr, q, t, v)
 
     def _head_update(
-        self, tr: _Track, p: Person, f: PoseFeatures, x: np.ndarray, t: float, v: PoseVerdict
+        self, tr: Track, p: Person, f: PoseFeatures, x: np.ndarray, t: float, v: PoseVerdict
     ) -> None:
         """`update` for one tracked person when the head decides "down after a fall"."""
         head = self.head

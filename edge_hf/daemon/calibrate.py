@@ -31,9 +31,10 @@ from edge_hf.core.video import VideoError
 from edge_hf.core.zones import Zones
 from edge_hf.daemon.app import build_pipeline, operating_point
 from edge_hf.daemon.config import Config, DetectionConfig, ensure_state_dir, load_config
-from edge_hf.daemon.events import FallDetector, smoothed_level
+from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.pipeline import Pipeline
 from edge_hf.daemon.replay import replay_files, video_source
+from edge_hf.daemon.scores import smoothed_level
 from edge_hf.daemon.sinks import RecordingSink
 from edge_hf.daemon.sources import SourceError
 

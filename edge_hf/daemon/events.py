@@ -38,10 +38,8 @@ by whichever sink sends them.
 from __future__ import annotations
 
 import logging
-import statistics
 import uuid
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -52,6 +50,12 @@ from edge_hf.daemon.config import DecisionRule, DetectionConfig
 from edge_hf.daemon.decisions import ALARM, Decision, DecisionRecord, Gates, PoseNotes
 from edge_hf.daemon.lograte import LogRate
 from edge_hf.daemon.payload import Evidence, FallEvent, ModelInfo
+from edge_hf.daemon.scores import (
+    CONFIRM_LEVEL,
+    UP_BEFORE_GAP_S,
+    Candidate,
+    ScoreHistory,
+)
 from edge_hf.daemon.seen import LOST_UP_S, POSE_DOWN_S, Context, PeopleSeen
 
 log = logging.getLogger(__name__)
@@ -73,19 +77,6 @@ class _Open:
 
 
 @dataclass
-class _Candidate:
-    """A descent seen, waiting for the person to stay down (`confirm_s`)."""
-
-    started: float
-    peak_score: float
-    frame: np.ndarray | None
-    evidence: np.ndarray | None = None
-    gated: float | None = None  # the person stayed down (this mean) while the decision refused
-    down: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=1000))
-    up: float | None = None  # lost_s: the mean P(up) before the descent (`_up_before`)
-
-
-@dataclass
 class DetectorCounts:
     start: int = 0
     end: int = 0
@@ -99,21 +90,8 @@ class DetectorCounts:
 
 
 CONFIRM_GRACE_S = 3.0  # a candidate not confirmed this long after confirm_s is dropped
-CONFIRM_LEVEL = 0.5  # mean P(falling or down) over confirm_s: more likely on the floor than up
-UP_BEFORE_GAP_S = 0.5  # up_before_s ends this long before the descent (a stumble just before)
-UP_BEFORE_MIN_S = 1.0  # less history than this (the camera just started) counts as up
 # decisions in which a pose fall starts an event
 POSE_RAISES: tuple[DecisionRule, ...] = ("either", "pose", "combined")
-
-
-def smoothed_level(recent: Sequence[float], cfg: DetectionConfig) -> float:
-    """The highest threshold at which the smoothing is met over the last `cfg.n` scores in
-    `recent` (oldest first): the k-th highest of them (`k_of_n`), or their median once there
-    are n (`median`); 0 when too few. The one smoothing rule (detector and `calibrate`)."""
-    last = list(recent)[-cfg.n :]
-    if cfg.smoothing == "median":
-        return float(statistics.median(last)) if len(last) == cfg.n else 0.0
-    return sorted(last, reverse=True)[cfg.k - 1] if len(last) >= cfg.k else 0.0
 
 
 class FallDetector:
@@ -144,7 +122,6 @@ class FallDetector:
         # timestamps an event carries are wall clock, so an NTP step never stretches a timer.
         self.wall = wall or (lambda t: t)
         self._pose_fall_at: float | None = None  # a pose fall fed, raised with the next window
-        self._not_up: deque[tuple[float, float]] = deque()  # (t, P(falling or down)), POSE_DOWN_S
         # False while this camera's person stage is failing (`degraded`): the classifier then
         # decides alone, as with decision `cnn`, rather than not at all.
         self.pose_ok = True
@@ -153,12 +130,14 @@ class FallDetector:
         self.picture_ok = True
         self.threshold, self.model = threshold, model
         self.keeps_pictures = cfg.snapshot  # the start's picture goes with it (SnapshotSink)
-        self._recent: deque[float] = deque(maxlen=cfg.n)
         self._open: _Open | None = None
-        self._candidate: _Candidate | None = None
+        self._candidate: Candidate | None = None
         # A descent the decision's gate refused, waiting to be confirmed by lost_s alone.
-        self._lost: _Candidate | None = None
-        self._up: deque[tuple[float, float]] = deque()  # (t, P(up)) over up_before_s + gap
+        self._lost: Candidate | None = None
+        # The windows' probabilities, as far back as the decision looks: P(up) over up_before_s
+        # (LOST_UP_S with lost_s), P(falling or down) over POSE_DOWN_S (escalation).
+        up_span = max(cfg.up_before_s, LOST_UP_S if lost_s else 0.0)
+        self.scores = ScoreHistory(cfg, up_span, not_up_s=POSE_DOWN_S)
         self._refusing = False  # this descent was refused (up_before_s): counted once
         self._cooldown_until = float("-inf")
         self.last_score = 0.0
@@ -180,7 +159,7 @@ class FallDetector:
         self._pose_fall_why = ""
 
     def _smoothed_above(self) -> bool:
-        return smoothed_level(self._recent, self.cfg) >= self.threshold
+        return self.scores.level() >= self.threshold
 
     def update(
         self,
@@ -205,11 +184,9 @@ class FallDetector:
         waiting = self._candidate or self._lost  # (the gate's candidate, else lost_s's)
         state = ("alarm" if self._open is not None else "candidate" if waiting else
                  "cooldown" if t < self._cooldown_until else "watching")  # fmt: skip
-        confirm = None
-        if waiting is not None and waiting.down:
-            confirm = sum(d for _, d in waiting.down) / len(waiting.down)
-        up = self._up_level(t) if self.cfg.up_before_s else None
-        level = smoothed_level(self._recent, self.cfg)
+        confirm = waiting.level() if waiting is not None else None
+        up = self.scores.up_level(t) if self.cfg.up_before_s else None
+        level = self.scores.level()
         return Gates(t, score, p_down, level, state, confirm, up, self._cnn_may_start(t))
 
     def _decide(self, t: float, reason: str, text: str) -> None:
@@ -234,7 +211,7 @@ class FallDetector:
         evidence: np.ndarray | None,
     ) -> list[FallEvent]:
         self.last_score = score
-        self._recent.append(score)
+        self.scores.feed(t, score, p_down)
         if self.trace is not None:
             self.trace.append((t, score, p_down))
         newest = self.seen.newest()
@@ -256,14 +233,6 @@ class FallDetector:
             who = f"person {self.seen.person[0]}: " if self.seen.person else ""
             by = f"the pose rules confirmed a fall at {self._at(at)} ({who}{self._pose_fall_why})"
             return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx, by=by)]
-        if p_down is not None:
-            self._not_up.append((t, score + p_down))
-            while self._not_up[0][0] < t - POSE_DOWN_S:
-                self._not_up.popleft()
-        if p_down is not None and self._up_span():
-            self._up.append((t, 1.0 - score - p_down))
-            while self._up[0][0] < t - self._up_span() - UP_BEFORE_GAP_S - 1.0:
-                self._up.popleft()
         ev = self._open
         if ev is None:
             if self._lost is not None:
@@ -276,20 +245,20 @@ class FallDetector:
             up = self._up_before(t) if above and self._may_wait(p_down) else None
             if up is not None and self._lost is None and not self._cnn_may_start(t):
                 frame = None if centre_frame is None else centre_frame.copy()
-                self._lost = _Candidate(t, score, frame, evidence, up=up)
+                self._lost = Candidate(t, score, frame, evidence, up=up)
             if above and self._cnn_may_start(t):
                 if not self.cfg.confirm_s or p_down is None:
                     ctx = self._context(t)
                     if ctx.refusal:
                         return []
-                    level = smoothed_level(self._recent, self.cfg)
+                    level = self.scores.level()
                     by = (f"the classifier's smoothed P(fall) {level:.2f} reached the threshold "
                           f"{self.threshold:.2f}")  # fmt: skip
                     return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx, by=by)]
                 if not self._was_up(t):
                     return []
                 frame = None if centre_frame is None else centre_frame.copy()
-                self._candidate = _Candidate(t, score, frame, evidence, up=up)
+                self._candidate = Candidate(t, score, frame, evidence, up=up)
             else:
                 self._refusing = False
                 self._said = ""
@@ -318,7 +287,7 @@ class FallDetector:
         if not self._smoothed_above():
             self._gate_said = ""
             return
-        level = smoothed_level(self._recent, self.cfg)
+        level = self.scores.level()
         if t < self._cooldown_until:
             left = self._cooldown_until - t
             why = ("cooldown", f"the classifier's fall (smoothed P(fall) {level:.2f}) came "
@@ -381,8 +350,8 @@ class FallDetector:
         lying = self.seen.still_lying(t) if self.seen.fed and self.pose_ok else None
         if lying is not None:
             return lying
-        recent = [p for at, p in self._not_up if at >= t - POSE_DOWN_S]
-        return bool(recent) and sum(recent) / len(recent) >= CONFIRM_LEVEL
+        level = self.scores.not_up_level(t)
+        return level is not None and level >= CONFIRM_LEVEL
 
     def _escalate(self, score: float, t: float) -> FallEvent:
         ev = self._open
@@ -414,37 +383,19 @@ class FallDetector:
                     and self.decision in ("both", "combined"))  # fmt: skip
 
     def _up_before(self, t: float) -> float | None:
-        """lost_s: the classifier's mean P(up) before a descent at `t` (`_up_level`) when
-        it and the pose stage (someone upright in the same time) both saw someone up, else None:
-        a descent the lost path may confirm."""
-        up = self._up_level(t, LOST_UP_S, short=True)
+        """lost_s: the classifier's mean P(up) before a descent at `t` (`ScoreHistory.up_level`)
+        when it and the pose stage (someone upright in the same time) both saw someone up, else
+        None: a descent the lost path may confirm."""
+        up = self.scores.up_level(t, LOST_UP_S, short=True)
         if up is None or up < CONFIRM_LEVEL or not self.seen.seen_up_before(t, UP_BEFORE_GAP_S):
             return None
         return up
-
-    def _up_span(self) -> float:
-        """How long before a descent P(up) is kept: up_before_s, and LOST_UP_S with lost_s."""
-        return max(self.cfg.up_before_s, LOST_UP_S if self.seen.lost_s else 0.0)
-
-    def _up_level(self, t: float, span: float | None = None, short: bool = False) -> float | None:
-        """The mean P(up) over the `span` (default up_before_s) ending UP_BEFORE_GAP_S before a
-        descent at `t`; None: too little history (up_before_s counts that as up). `short`
-        (lost_s): a camera that has not run that long gives every window before `t` instead (a
-        person falling in its first seconds); None only with no window at all."""
-        span = self.cfg.up_before_s if span is None else span
-        lo, hi = t - UP_BEFORE_GAP_S - span, t - UP_BEFORE_GAP_S
-        before = [p for at, p in self._up if lo <= at <= hi]
-        if short:
-            before = before or [p for at, p in self._up if at < t]
-        elif before and hi - self._up[0][0] < UP_BEFORE_MIN_S:  # (oldest first)
-            return None
-        return sum(before) / len(before) if before else None
 
     def _was_up(self, t: float) -> bool:
         """Whether the person was up before a descent seen at `t` (always, with up_before_s 0)."""
         if not self.cfg.up_before_s:
             return True
-        up = self._up_level(t)
+        up = self.scores.up_level(t)
         if up is None or up >= CONFIRM_LEVEL:
             return True
         if not self._refusing:
@@ -462,18 +413,6 @@ class FallDetector:
     def _what(self) -> str:
         return "P(down)" if self.cfg.confirm_on == "down" else "P(falling or down)"
 
-    def _stayed(self, c: _Candidate, score: float, t: float, p_down: float | None) -> float:
-        """Feed candidate `c` one window; its mean "not up" (or down, `confirm_on`) over the
-        last confirm_s."""
-        c.peak_score = max(c.peak_score, score)
-        # "Not up": falling or down (1 - P(adl)); a person still sinking counts as down.
-        # "down": the person on the floor alone (the sliding mean waits out the descent).
-        lying = p_down or 0.0
-        c.down.append((t, lying if self.cfg.confirm_on == "down" else score + lying))
-        while c.down and c.down[0][0] < t - (self.cfg.confirm_s or 0.0):
-            c.down.popleft()
-        return sum(d for _, d in c.down) / len(c.down)
-
     def _confirm_lost(self, score: float, t: float, p_down: float | None) -> list[FallEvent]:
         """Feed the descent the gate refused (`_lost`) one window: a `start` once the person
         stayed down confirm_s and the pose stage lost them at it (`_lost_ready`); dropped
@@ -481,7 +420,7 @@ class FallDetector:
         c = self._lost
         assert c is not None  # called only with one
         confirm_s = self.cfg.confirm_s or 0.0
-        stayed = self._stayed(c, score, t, p_down)
+        stayed = c.stayed(score, t, p_down, self.cfg)
         if t - c.started > confirm_s + CONFIRM_GRACE_S:
             self._lost = None
             return []
@@ -498,14 +437,14 @@ class FallDetector:
         return [self._start(c.peak_score, t, c.frame, started=c.started, evidence=c.evidence,
                             ctx=ctx, by=by)]  # fmt: skip
 
-    def _lost_ready(self, c: _Candidate, t: float) -> bool:
+    def _lost_ready(self, c: Candidate, t: float) -> bool:
         """Whether the lost path passes candidate `c` at `t`: both saw the person up before its
         descent (`c.up`) and the working person stage lost everyone at it (`PeopleSeen.lost_at`)
         in a picture that is neither black nor frozen (`picture_ok`)."""
         ok = self.pose_ok and self.picture_ok
         return c.up is not None and ok and self.seen.lost_at(c.started, t)
 
-    def _lost_why(self, c: _Candidate) -> str:
+    def _lost_why(self, c: Candidate) -> str:
         found = self.seen.found
         if c.up is None or found is None:
             return ""
@@ -517,7 +456,7 @@ class FallDetector:
         c = self._candidate
         assert c is not None  # called only with a candidate
         confirm_s = self.cfg.confirm_s or 0.0
-        stayed = self._stayed(c, score, t, p_down)
+        stayed = c.stayed(score, t, p_down, self.cfg)
         what = self._what()
         # (the gate open again, or, shut since the descent, the person lost at it: lost_s)
         gate = self._cnn_may_start(t)
@@ -624,7 +563,7 @@ class FallDetector:
     def _end(self, score: float, t: float, reason: str, down_s: float | None = None) -> FallEvent:
         event = replace(self._event("end", score, t, reason), down_s=down_s)
         self._open = None
-        self._recent.clear()
+        self.scores.recent.clear()
         self._cooldown_until = t + self.cfg.cooldown_s
         self.counts.end += 1
         self.counts.by_reason[reason] = self.counts.by_reason.get(reason, 0) + 1

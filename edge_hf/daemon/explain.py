@@ -20,8 +20,9 @@ from edge_hf.core.posefall import STAGES, PoseVerdict, Seen
 from edge_hf.core.zones import Zones
 from edge_hf.daemon.config import DecisionRule
 from edge_hf.daemon.decisions import ALARM, REASONS, Decision, Gates
-from edge_hf.daemon.events import CONFIRM_LEVEL, FallDetector
+from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.pipeline import Pipeline
+from edge_hf.daemon.scores import CONFIRM_LEVEL
 
 STATES = ("watching", "cooldown", "candidate", "alarm")  # the more advanced, the later
 # The refusals of the classifier's own path (the rest are the pose rules' and the context's).
