@@ -282,3 +282,49 @@ def test_what_a_lost_persons_alarm_says_and_refuses() -> None:
 
     assert _lost_stream(one_miss, tick_s=1.0)[0] == []
     assert _lost_stream(alone, blind=True)[0] == [], "a black or frozen picture loses nobody"
+
+
+def test_a_person_seen_going_down_and_lost_right_after_is_a_pose_fall() -> None:
+    """#40 (half hidden, far), person.lost_s: the pose rules see person 7 upright, then down
+    after a sudden descent at 2.0 s (stage `descent`, not yet their confirm_s), and then the stage
+    finds nobody: they fell behind furniture or below the view. The classifier reads nothing of
+    it (someone up throughout). Under `combined` (and `pose`) with lost_s 1 that is the pose
+    rules' fall, at 3.0 s + a window, naming person 7, once; nothing without lost_s, nor under
+    `both` (the classifier's decision), nor when the person is found again, nor at the left or
+    right edge of the view (gone out of it), nor when the classifier did not read anyone up
+    before it (a person already lying there, re-found by a passer-by's track), nor in a black or
+    frozen picture, nor from a stage that stopped."""
+    up = Seen(7, (0.4, 0.2, 0.6, 0.9), (0.5, 0.9), upright=True, score=0.8, stage="upright")
+    going = Seen(7, (0.3, 0.6, 0.7, 0.9), (0.5, 0.9), down=True, score=0.6, stage="descent",
+                 why=("aspect",))  # fmt: skip
+
+    def run(decision: str = "combined", lost_s: float = 1.0, who: Seen = going,
+            again: float = 99.0, p_up: float = 0.9, blind: bool = False,
+            ticks_until: float = 99.0) -> list[FallEvent]:  # fmt: skip
+        det = FallDetector("c", "d", DetectionConfig(confirm_s=2.0), 0.5,
+                           ModelInfo("m", 3, 100.0), decision, lost_s=lost_s)  # type: ignore[arg-type]  # fmt: skip
+        det.picture_ok = not blind
+        events: list[FallEvent] = []
+        for i in range(100):
+            t = round(i * 0.1, 1)
+            if i % 2 == 0 and t <= ticks_until:  # a pose tick every 0.2 s
+                seen = [up] if t < 2.0 else [who] if t == 2.0 else [up] if t >= again else []
+                down = any(s.down for s in seen)
+                det.on_pose(t, PoseVerdict(down=down, fall=False, t=t, seen=seen))
+            events += det.update((1.0 - p_up) / 2, t, None, (1.0 - p_up) / 2)
+        return events
+
+    (start,) = run()
+    assert start.type == "start" and start.person is not None and start.person[0] == 7
+    assert 3.0 <= start.started_at <= 3.5, "lost_s after the tick that last found them"
+    assert [e.type for e in run("pose")] == ["start"]
+    assert run(lost_s=0.0) == [], "without lost_s: the rules never held them down confirm_s"
+    assert run("both") == [], "both: the classifier decides"
+    assert run(again=2.6) == [], "found again (upright): not lost"
+    at_edge = Seen(7, (0.7, 0.6, 1.0, 0.9), (0.85, 0.9), down=True, score=0.6, stage="descent")
+    assert run(who=at_edge) == [], "at the side of the view: gone out of it"
+    assert run(p_up=0.3) == [], "the classifier read nobody up before it"
+    assert run(blind=True) == [], "a black or frozen picture loses nobody"
+    assert run(ticks_until=2.2) == [], "a stalled stage loses nobody"
+    bending = Seen(7, (0.3, 0.6, 0.7, 0.9), (0.5, 0.9), score=0.6, stage="vetoed")
+    assert run(who=bending) == [], "the head vetoed the descent: no fall to lose"

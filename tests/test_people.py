@@ -136,3 +136,66 @@ def test_a_person_lost_in_the_dark_at_the_descent_still_raises_the_fall(tmp_path
     assert len(lost) == 1, "the fall in the dark is raised"
     assert lost[0].person is not None and lost[0].person[0] >= 1, "naming the person found last"
     assert starts(0.0) == [], "without lost_s the gate refuses it"
+
+
+def _blind_classifier(out: Path) -> Path:
+    """A real edge_hf export (adl / falling / down, T=3) whose last layer reads every window as
+    someone up (P(up) 0.98): the classifier of a fold that never saw a hidden floor, which reads
+    nothing of a fall half hidden (the conditions benchmark's partial row)."""
+    import torch
+
+    from edge_hf.training.checkpoint import save_checkpoint
+    from edge_hf.training.export import export_onnx
+    from edge_hf.training.models import build_model
+    from edge_hf.training.train import TrainConfig
+
+    classes = ["adl", "down", "falling"]
+    cfg = TrainConfig(data="none", backbone="mobilenet_v3_small", input_size=64,
+                      fall_class="falling", down_class="down")  # fmt: skip
+    model = build_model(cfg.backbone, cfg.window, len(classes))
+    last = [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.copy_(torch.tensor([4.5, 0.0, 0.0]))
+    save_checkpoint(out / "blind.pt", model, cfg, classes)
+    export_onnx(out / "blind.pt", out / "blind.onnx")
+    return out / "blind.onnx"
+
+
+@needs_gmdcsa
+def test_a_person_who_falls_out_of_sight_below_the_view_still_raises_the_fall(
+    tmp_path: Path,
+) -> None:
+    """#40 partial, person.lost_s: a real fall (S1_Fall_13) with the lower third of the frame
+    hidden (the conditions benchmark's own transform), through MoveNet and the shipped pose head
+    under `combined`, with a classifier that reads nothing of it. MoveNet sees the person go
+    down (a sudden descent) and then finds nobody: they fell behind the hidden part before the
+    rules' confirm_s. With lost_s (the default, 1 s) that is the pose rules' fall, naming the
+    person; with lost_s 0 nothing is raised."""
+    from experiments.realbench import conditions as cond
+    from experiments.realbench.items import Item
+
+    clip = GMDCSA / "S1_Fall_13.mp4"
+    hidden = cond.render(Item("S1", "S1_Fall_13", clip, "fall", None, None, None, ""), "partial",
+                         tmp_path)  # fmt: skip
+    blind = _blind_classifier(tmp_path)
+
+    def starts(lost_s: float) -> list[FallEvent]:
+        cfg = Config.model_validate(
+            {
+                "device_id": "t",
+                "model": {"path": str(blind), "providers": ["cpu"]},
+                "cameras": [{"name": "cam", "source": str(hidden.path)}],
+                "state_dir": str(tmp_path / f"state{lost_s}"),
+                "person": {"model": str(POSE), "head": str(ROOT / "models/pose-head.json"),
+                           "decision": "combined", "lost_s": lost_s},
+            }
+        )  # fmt: skip
+        sink = RecordingSink()
+        replay_files(build_pipeline(cfg, sink, score_history=None, live=False), hold_end_s=3.0)
+        return [e for e in sink.events if e.type == "start"]
+
+    fell = starts(1.0)
+    assert len(fell) == 1, "the fall out of sight is raised"
+    assert fell[0].person is not None and fell[0].person[0] >= 1, "naming the person"
+    assert starts(0.0) == [], "without lost_s nothing is raised"

@@ -20,7 +20,9 @@ a pose fall does), `both` (the classifier's, only while the pose rules saw someo
 last POSE_DOWN_S), `combined` (a pose fall, or the classifier's while the pose rules saw someone
 down: `pose` and `both` together), `cnn` (the pose verdict is ignored). Under `both`/`combined`,
 `lost_s`: a confirmed descent at which the person stage lost everyone raises it too (`_lost`,
-its own candidate beside the gate's; `PeopleSeen.lost_at`).
+its own candidate beside the gate's; `PeopleSeen.lost_at`); and where a pose fall raises one, a
+person the pose rules saw go down whom the stage lost right after is a pose fall
+(`_fell_out_of_sight`, `PeopleSeen.fell_out`).
 With the person stage, every start is judged against the people it saw last
 (`edge_hf.daemon.seen.PeopleSeen`): a
 camera's zones (`edge_hf.core.zones`) refuse a fall whose person lies inside an `ignore` zone, or
@@ -135,8 +137,8 @@ class FallDetector:
         # A descent the decision's gate refused, waiting to be confirmed by lost_s alone.
         self._lost: Candidate | None = None
         # The windows' probabilities, as far back as the decision looks: P(up) over up_before_s
-        # (LOST_UP_S with lost_s), P(falling or down) over POSE_DOWN_S (escalation).
-        up_span = max(cfg.up_before_s, LOST_UP_S if lost_s else 0.0)
+        # (LOST_UP_S before a person lost lost_s ago), P(falling or down) over POSE_DOWN_S.
+        up_span = max(cfg.up_before_s, LOST_UP_S + lost_s if lost_s else 0.0)
         self.scores = ScoreHistory(cfg, up_span, not_up_s=POSE_DOWN_S)
         self._refusing = False  # this descent was refused (up_before_s): counted once
         self._cooldown_until = float("-inf")
@@ -157,6 +159,10 @@ class FallDetector:
         self._pose_notes = PoseNotes()
         self._gate_said = ""  # the classifier's fall refused by a gate: said once per episode
         self._pose_fall_why = ""
+        # lost_s: the pose fall waiting (`_pose_fall_at`) is a person who fell out of the pose
+        # stage's sight (`PeopleSeen.fell_out`): why, and the tick that last found them (once).
+        self._fell_out = ""
+        self._fell_out_at: float | None = None
 
     def _smoothed_above(self) -> bool:
         return self.scores.level() >= self.threshold
@@ -227,11 +233,13 @@ class FallDetector:
             at, self._pose_fall_at = self._pose_fall_at, None
             self._candidate = None
             log.info("%s: the pose rules confirmed a fall at %.1f", self.camera, at)
-            ctx = self._context(t)
+            fell_out, self._fell_out = self._fell_out, ""
+            ctx = self._context(t, lost=bool(fell_out))
             if ctx.refusal:
                 return []
             who = f"person {self.seen.person[0]}: " if self.seen.person else ""
-            by = f"the pose rules confirmed a fall at {self._at(at)} ({who}{self._pose_fall_why})"
+            by = fell_out or (f"the pose rules confirmed a fall at {self._at(at)} "
+                              f"({who}{self._pose_fall_why})")  # fmt: skip
             return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx, by=by)]
         ev = self._open
         if ev is None:
@@ -325,6 +333,8 @@ class FallDetector:
                          f"decision {self.decision} lets it raise nothing alone")  # fmt: skip
         if verdict.new_fall and self.decision in POSE_RAISES:
             self._pose_fall_at = t
+        elif self._pose_fall_at is None and self.decision in POSE_RAISES:
+            self._fell_out_of_sight(t)
         ev = self._open
         if ev is not None and verdict.new_fall:
             ev.got_up = False  # down again while the alarm is still on: escalates as before
@@ -337,6 +347,30 @@ class FallDetector:
                     down_s = ups[mine] if mine is not None else max(ups.values())
                     return [self._end(self.last_score, t, "got_up", down_s)]
         return []
+
+    def _fell_out_of_sight(self, t: float) -> None:
+        """lost_s: a person the pose rules saw go down (a sudden descent) whom the working
+        stage lost right after, in a picture neither black nor frozen, is a pose fall
+        (`PeopleSeen.fell_out`) when the classifier read someone up before it (mean P(up) over
+        LOST_UP_S, as the classifier's lost path asks: a person already lying there, re-found
+        by a passer-by's track, is no fall). Once per tick that last found them, none while a
+        fall is open."""
+        who = self.seen.fell_out(t) if self.pose_ok and self.picture_ok else None
+        found = self.seen.found
+        if who is None or found is None or self._open is not None or found[0] == self._fell_out_at:
+            return
+        up = self.scores.up_level(found[0], LOST_UP_S, short=True)
+        if up is None or up < CONFIRM_LEVEL:
+            return
+        self._fell_out_at, self._pose_fall_at = found[0], t
+        self._fell_out = (
+            f"the pose rules saw person {who.track} down after a sudden descent at "
+            f"{self._at(found[0])} ({', '.join(who.why) or 'down'}) and the pose stage found "
+            f"nobody since (person.lost_s {self.seen.lost_s:g}); the classifier read them up "
+            f"before it (mean P(up) {up:.2f})"
+        )
+        log.info("%s: person %d fell out of the pose stage's sight at %.1f", self.camera,
+                 who.track, found[0])  # fmt: skip
 
     def _escalation_due(self, ev: _Open, t: float) -> bool:
         """Whether the open fall `ev` is still on the floor `escalate_after_s` after its start

@@ -2,7 +2,8 @@
 
 Fed every pose tick's verdict in time order, it answers the questions the decision asks: did the
 pose rules see someone down in the last POSE_DOWN_S (the `both`/`combined` gate); did the stage
-lose everyone at a classifier's descent (`person.lost_s`: a person who falls out of its sight);
+lose everyone at a classifier's descent, or right after the pose rules saw someone go down
+(`person.lost_s`: a person who falls out of its sight);
 and, for a fall about to start, who it is about, where they lie (zones), who else is upright in
 view (`person.when_others_present`). "Still on the floor" (escalation) reads the newest tick.
 People are in 0-1 of the camera's view (`Seen`).
@@ -56,6 +57,8 @@ class PeopleSeen:
         # that found someone upright.
         self.found: tuple[float, Seen] | None = None
         self._found_with: list[Seen] = []  # everyone that tick found (the others, when lost)
+        # lost_s: the person that tick found down after a sudden descent (`fell_out`), if any
+        self._found_falling: Seen | None = None
         self._empty = 0  # pose ticks in a row that found nobody
         self._upright_at = float("-inf")
         self._newest = float("-inf")  # the newest tick fed (found someone or not)
@@ -85,6 +88,8 @@ class PeopleSeen:
         if self.lost_s and verdict.seen:
             self.found = (t, max(verdict.seen, key=lambda s: s.score or 0.0))
             self._found_with = list(verdict.seen)
+            falling = [s for s in verdict.seen if s.stage == "descent"]
+            self._found_falling = max(falling, key=lambda s: s.score or 0.0, default=None)
             if any(s.upright for s in verdict.seen):
                 self._upright_at = t
         if verdict.new_fall and raises:
@@ -119,14 +124,31 @@ class PeopleSeen:
         stopped loses nobody, one missed tick is no loss), and that person was not upright at
         the left or right edge of the view (LOST_EDGE: walked out of it). `t`: the detector time
         asked about (the ticks fed are up to it)."""
-        if not self.lost_s or self.found is None:
+        if not self._gone(t) or self.found is None:
             return False
         last, who = self.found
-        inside = who.box[0] > LOST_EDGE and who.box[2] < 1.0 - LOST_EDGE
-        if not inside and who.upright:
+        if not _inside(who) and who.upright:
             return False  # upright at the side of the view: walked out of it
-        gone = min(t, self._newest) - last >= self.lost_s and self._empty >= LOST_TICKS
-        return gone and last >= started - LOST_NEAR_S
+        return last >= started - LOST_NEAR_S
+
+    def fell_out(self, t: float) -> Seen | None:
+        """The person the pose rules last found down after a sudden descent (`Seen.stage`
+        `descent`: down within max_descent_s of standing, not yet for their confirm_s) when the
+        stage lost everyone right after (`lost_s`, as `lost_at` counts it): they fell out of its
+        sight before the rules could confirm the fall (behind furniture, below the view, too
+        small lying far away); not at the left or right edge of the view (LOST_EDGE: gone out
+        of it). None: nobody did."""
+        who = self._found_falling
+        if who is None or not self._gone(t) or not _inside(who):
+            return None
+        return who
+
+    def _gone(self, t: float) -> bool:
+        """lost_s: the stage found nobody for lost_s up to `t` since it last found someone, on
+        at least LOST_TICKS ticks that ran."""
+        if not self.lost_s or self.found is None:
+            return False
+        return min(t, self._newest) - self.found[0] >= self.lost_s and self._empty >= LOST_TICKS
 
     def context(self, t: float, lost: bool = False, ok: bool = True) -> Context:
         """The person a fall starting at `t` is about (the one the pose stage saw down lately;
@@ -135,8 +157,9 @@ class PeopleSeen:
         or while it fails (`ok` False), nothing is known and nothing refused (an alarm with less
         evidence)."""
         person = self.person if self.down_lately(t) else None
-        if person is None and lost and self.found is not None:
-            person = (self.found[1].track, self.found[1].box)  # lost: who, where last found
+        gone = self.lost_who() if lost else None
+        if person is None and gone is not None:
+            person = (gone.track, gone.box)  # lost: who, where last found
         if self.when_others is None or not ok:
             return Context(person)
         latest: dict[int, Seen] = {}  # each person's last state (oldest ticks first)
@@ -146,9 +169,9 @@ class PeopleSeen:
         # Who may have fallen: the people seen down; if nobody was, everyone seen (what the
         # classifier alone may have reacted to).
         who = [s for s in latest.values() if s.down] or list(latest.values())
-        if lost and self.found is not None:  # (found last, maybe more than POSE_DOWN_S ago)
-            who = [s for s in who if s.track != self.found[1].track] + [self.found[1]]
-            near = self._ignore_within_reach(self.found[1])
+        if gone is not None:  # (found last, maybe more than POSE_DOWN_S ago)
+            who = [s for s in who if s.track != gone.track] + [gone]
+            near = self._ignore_within_reach(gone)
             if near:
                 why = f"the person was lost beside {near}, where they may lie (lost_s)"
                 return Context(refusal=why, counter="in_zone")
@@ -163,7 +186,7 @@ class PeopleSeen:
             zone = self.zones.named(mine.at)
         faller = person[0] if person is not None else None
         others = self.others(t, faller)
-        if lost and self.found is not None:  # the others when the person was last found
+        if gone is not None:  # the others when the person was last found
             others = sum(s.upright and not s.down and s.track != faller for s in self._found_with)
         if others and self.when_others == "suppress":
             who_else = "person" if others == 1 else "people"
@@ -171,6 +194,13 @@ class PeopleSeen:
             return Context(refusal=why, counter="others_present")
         flag = "others_present" if others and self.when_others == "flag" else None
         return Context(person, others, zone, flag)
+
+    def lost_who(self) -> Seen | None:
+        """lost_s: who the stage lost, as it last found them: the person down after a sudden
+        descent at that tick (`fell_out`), else the best-scoring one; None: nobody found yet."""
+        if self.found is None:
+            return None
+        return self._found_falling or self.found[1]
 
     def _ignore_within_reach(self, who: Seen) -> str | None:
         """lost_s: the `ignore` zone (name) a person last found at `who` could lie in out of
@@ -194,3 +224,8 @@ class PeopleSeen:
                 up = [s for s in seen if s.upright and not s.down and s.track != faller]
                 most = max(most or 0, len(up) if faller is not None else len(up) - 1)
         return most
+
+
+def _inside(who: Seen) -> bool:
+    """lost_s: whether `who`'s box keeps off the left and right edges of the view (LOST_EDGE)."""
+    return who.box[0] > LOST_EDGE and who.box[2] < 1.0 - LOST_EDGE

@@ -219,8 +219,10 @@ class PersonConfig(_Section):
     second_look: bool = False
     # With decision `combined`/`both` and confirm_s: a descent the gate refuses still raises the
     # alarm once confirmed if the pose stage lost the person at it, finding nobody this long since
-    # (a person who falls out of its sight: in the dark, behind furniture); the conditions are in
-    # edge_hf/daemon/seen.py `PeopleSeen.lost_at` and the README. 0: off.
+    # (a person who falls out of its sight: in the dark, behind furniture); and with `combined`,
+    # `pose` or `either`, a person the pose rules saw go down (a sudden descent) whom the stage
+    # lost this long right after is a pose fall. The conditions are in edge_hf/daemon/seen.py
+    # (`PeopleSeen.lost_at`, `PeopleSeen.fell_out`) and the README. 0: off.
     lost_s: float = Field(1.0, ge=0, le=30)
     # Another person upright in view when a fall is raised (the event's `others_present`):
     # `alert` raises it as always, `flag` raises it marked (`flag: others_present`), `suppress`
