@@ -19,6 +19,7 @@ from tests.conftest import SHARED_DATA, clip_frames
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_MODEL = ROOT / "models" / "fall-synth-mobilenet_v3_small-t3.onnx"
 POSE = ROOT / "models" / "person-movenet-multipose-lightning.onnx"
+REAL_MODEL = ROOT / "models" / "fall-real-efficientnet_lite0-t3.onnx"
 GMDCSA = SHARED_DATA / "gmdcsa24"
 needs_gmdcsa = pytest.mark.skipif(not GMDCSA.is_dir(), reason="../shared/data/gmdcsa24 absent")
 
@@ -100,6 +101,24 @@ def test_a_fall_beside_someone_walking_names_the_faller(tmp_path: Path) -> None:
     assert (x0 + x1) / 2 > 0.5, "the faller is the right half's person"
 
 
+def _combined_starts(video: Path, model: Path, state: Path, lost_s: float) -> list[FallEvent]:
+    """The `start`s of a replay of `video` through classifier `model`, MoveNet and the shipped
+    pose head under `combined` (the shipped recipe's decision) with person.lost_s `lost_s`."""
+    cfg = Config.model_validate(
+        {
+            "device_id": "t",
+            "model": {"path": str(model), "providers": ["cpu"]},
+            "cameras": [{"name": "cam", "source": str(video)}],
+            "state_dir": str(state),
+            "person": {"model": str(POSE), "head": str(ROOT / "models/pose-head.json"),
+                       "decision": "combined", "lost_s": lost_s},
+        }
+    )  # fmt: skip
+    sink = RecordingSink()
+    replay_files(build_pipeline(cfg, sink, score_history=None, live=False), hold_end_s=3.0)
+    return [e for e in sink.events if e.type == "start"]
+
+
 @needs_gmdcsa
 def test_a_person_lost_in_the_dark_at_the_descent_still_raises_the_fall(tmp_path: Path) -> None:
     """#40 night, person.lost_s: a real fall (S2_Fall_12) as an infrared camera at night sees
@@ -116,20 +135,7 @@ def test_a_person_lost_in_the_dark_at_the_descent_still_raises_the_fall(tmp_path
                         tmp_path)  # fmt: skip
 
     def starts(lost_s: float) -> list[FallEvent]:
-        cfg = Config.model_validate(
-            {
-                "device_id": "t",
-                "model": {"path": str(ROOT / "models/fall-real-efficientnet_lite0-t3.onnx"),
-                          "providers": ["cpu"]},
-                "cameras": [{"name": "cam", "source": str(night.path)}],
-                "state_dir": str(tmp_path / f"state{lost_s}"),
-                "person": {"model": str(POSE), "head": str(ROOT / "models/pose-head.json"),
-                           "decision": "combined", "lost_s": lost_s},
-            }
-        )  # fmt: skip
-        sink = RecordingSink()
-        replay_files(build_pipeline(cfg, sink, score_history=None, live=False), hold_end_s=3.0)
-        return [e for e in sink.events if e.type == "start"]
+        return _combined_starts(night.path, REAL_MODEL, tmp_path / f"state{lost_s}", lost_s)
 
     assert PersonConfig().lost_s == 1.0, "on by default"
     lost = starts(1.0)
@@ -181,19 +187,7 @@ def test_a_person_who_falls_out_of_sight_below_the_view_still_raises_the_fall(
     blind = _blind_classifier(tmp_path)
 
     def starts(lost_s: float) -> list[FallEvent]:
-        cfg = Config.model_validate(
-            {
-                "device_id": "t",
-                "model": {"path": str(blind), "providers": ["cpu"]},
-                "cameras": [{"name": "cam", "source": str(hidden.path)}],
-                "state_dir": str(tmp_path / f"state{lost_s}"),
-                "person": {"model": str(POSE), "head": str(ROOT / "models/pose-head.json"),
-                           "decision": "combined", "lost_s": lost_s},
-            }
-        )  # fmt: skip
-        sink = RecordingSink()
-        replay_files(build_pipeline(cfg, sink, score_history=None, live=False), hold_end_s=3.0)
-        return [e for e in sink.events if e.type == "start"]
+        return _combined_starts(hidden.path, blind, tmp_path / f"state{lost_s}", lost_s)
 
     fell = starts(1.0)
     assert len(fell) == 1, "the fall out of sight is raised"
