@@ -1,5 +1,5 @@
-"""The training toolkit's sub-commands (`synth`, `train`, `eval`, `diagnose`, `export`, `card`),
-called by cli.py with the parsed arguments."""
+"""The training toolkit's sub-commands (`window`, `synth`, `train`, `eval`, `diagnose`,
+`export`, `card`), called by cli.py with the parsed arguments."""
 
 from __future__ import annotations
 
@@ -14,6 +14,18 @@ from edge_hf.core.errors import UserError
 
 if typing.TYPE_CHECKING:
     from edge_hf.core.contract import ModelContract
+
+
+def window(args: argparse.Namespace) -> int:
+    from edge_hf.core.hyperframe import suggest_window
+
+    try:
+        t = suggest_window(args.action_s, args.interval_ms / 1000.0)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    span = (t - 1) * args.interval_ms
+    print(f"T={t} (window spans {span:.0f} ms at {args.interval_ms:g} ms per step)")
+    return 0
 
 
 def synth(args: argparse.Namespace) -> int:
