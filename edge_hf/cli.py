@@ -43,6 +43,7 @@ def _command(module: str, name: str) -> typing.Callable[[argparse.Namespace], in
     def call(args: argparse.Namespace) -> int:
         return int(getattr(importlib.import_module(module), name)(args))
 
+    call.__name__ = call.__qualname__ = name  # (what the parser's `func` says it runs)
     return call
 
 

@@ -86,7 +86,7 @@ def test_the_image_runs_what_the_cli_accepts_from_the_venv_it_builds() -> None:
     assert {"pyproject.toml", "edge_hf"} <= {src for c in copies for src in c[:-1]}
     cmd = json.loads(next(rest for w, rest in ins if w == "CMD"))
     args = build_parser().parse_args(cmd)
-    assert args.command == "run" and args.func.__name__ == "_cmd_run"
+    assert args.command == "run" and args.func.__name__ == "run_command"
     state = next(json.loads(rest) for w, rest in ins if w == "VOLUME")
     assert state == ["/var/lib/edge-hf"], "the daemon's default state_dir is a volume"
     users = [rest for w, rest in ins if w == "USER"]
