@@ -24,6 +24,7 @@ import numpy as np
 from edge_hf.core.errors import shown
 from edge_hf.core.hyperframe import HyperframeBuilder, WindowStacker
 from edge_hf.core.personcrop import crop_box, cut, work_size
+from edge_hf.daemon.camerastatus import camera_status, say_status
 from edge_hf.daemon.capture import CaptureThread
 from edge_hf.daemon.classifier import Classifier
 from edge_hf.daemon.config import CameraConfig, Config
@@ -309,47 +310,13 @@ class Pipeline:
                 continue
             cam.thread.check_stall()
             st = cam.thread.stats
-            state = st.state
-            status = {"online": "online", "stalled": "stalled"}.get(state, "offline")
-            if state == "starting":
-                continue
-            since = st.blind_since
-            after = cam.cfg.blind_after_s
-            if status == "online" and since is not None and after and now - since >= after:
-                status = "blind"
-            if status == "online" and st.slow(cam.interval_s):
-                status = "slow"
-            if status in ("online", "slow") and self.load.overloaded:
-                status = "overloaded"  # the machine, not the camera (a starved reader is slow)
-            if status == "online" and self.person is not None:
-                status = "degraded" if self.person.is_degraded(cam.cfg.name) else status
-            if status != cam.status:
-                self._say_status(cam, status)
+            degraded = self.person is not None and self.person.is_degraded(cam.cfg.name)
+            status = camera_status(st, cam.interval_s, cam.cfg.blind_after_s, now,
+                                   self.load.overloaded, degraded)  # fmt: skip
+            if status is not None and status != cam.status:
+                say_status(cam.cfg.name, status, cam.status, st, cam.interval_s, now)
                 cam.status = status
                 self.sink.camera_status(cam.cfg.name, status)
-
-    @staticmethod
-    def _say_status(cam: CameraRuntime, status: str) -> None:
-        st, name = cam.thread.stats if cam.thread else None, cam.cfg.name
-        if status == "slow" and st is not None and st.frame_gap_s:
-            log.warning(
-                "%s: the camera delivers %.1f frames/s but the model samples every %.0f ms: "
-                "windows repeat frames and falls can be missed; raise the camera's frame rate",
-                name, 1.0 / st.frame_gap_s, cam.interval_s * 1000,
-            )  # fmt: skip
-        elif status == "blind" and st is not None:
-            log.warning(
-                "%s: the picture has been %s for %.0f s (lens covered? sensor or stream dead?): "
-                "no fall can be seen",
-                name, st.blind_reason, time.monotonic() - (st.blind_since or 0),
-            )  # fmt: skip
-        elif status == "degraded":
-            log.warning(
-                "%s: degraded: the person stage fails on this camera, the classifier decides "
-                "alone (see the person stage's error above)", name,
-            )  # fmt: skip
-        elif cam.status in ("slow", "overloaded", "blind", "degraded"):
-            log.info("%s: camera %s again (was %s)", name, status, cam.status)
 
     def restore_open(self, event: FallEvent, escalated: bool = False) -> bool:
         """An earlier run's open `start` (the journal's): held open again by its camera's
