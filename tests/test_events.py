@@ -10,6 +10,7 @@ import pytest
 from edge_hf.core.posefall import PoseVerdict, Seen
 from edge_hf.core.zones import Zone, Zones
 from edge_hf.daemon.config import DetectionConfig
+from edge_hf.daemon.decisions import Decision
 from edge_hf.daemon.events import FallDetector
 from edge_hf.daemon.payload import FallEvent, ModelInfo
 from tests.conftest import fall_detector
@@ -289,21 +290,22 @@ def test_a_person_seen_going_down_and_lost_right_after_is_a_pose_fall() -> None:
     after a sudden descent at 2.0 s (stage `descent`, not yet their confirm_s), and then the stage
     finds nobody: they fell behind furniture or below the view. The classifier reads nothing of
     it (someone up throughout). Under `combined` (and `pose`) with lost_s 1 that is the pose
-    rules' fall, at 3.0 s + a window, naming person 7, once; nothing without lost_s, nor under
-    `both` (the classifier's decision), nor when the person is found again, nor at the left or
-    right edge of the view (gone out of it), nor when the classifier did not read anyone up
+    rules' fall once nobody was found for FELL_OUT_S (3 s), starting at the descent, naming
+    person 7, once; nothing without lost_s, nor under `both` (the classifier's decision), nor
+    when the person is found again (crouching behind a sofa for 1.4 s), nor at the left, right
+    or bottom edge of the view (gone out of it), nor when the classifier did not read anyone up
     before it (a person already lying there, re-found by a passer-by's track), nor in a black or
-    frozen picture, nor from a stage that stopped."""
+    frozen picture, nor from a stage that stopped or that fails (`degraded`)."""
     up = Seen(7, (0.4, 0.2, 0.6, 0.9), (0.5, 0.9), upright=True, score=0.8, stage="upright")
     going = Seen(7, (0.3, 0.6, 0.7, 0.9), (0.5, 0.9), down=True, score=0.6, stage="descent",
                  why=("aspect",))  # fmt: skip
 
     def run(decision: str = "combined", lost_s: float = 1.0, who: Seen = going,
             again: float = 99.0, p_up: float = 0.9, blind: bool = False,
-            ticks_until: float = 99.0) -> list[FallEvent]:  # fmt: skip
+            ticks_until: float = 99.0, pose_ok: bool = True) -> list[FallEvent]:  # fmt: skip
         det = FallDetector("c", "d", DetectionConfig(confirm_s=2.0), 0.5,
                            ModelInfo("m", 3, 100.0), decision, lost_s=lost_s)  # type: ignore[arg-type]  # fmt: skip
-        det.picture_ok = not blind
+        det.picture_ok, det.pose_ok = not blind, pose_ok
         events: list[FallEvent] = []
         for i in range(100):
             t = round(i * 0.1, 1)
@@ -316,15 +318,77 @@ def test_a_person_seen_going_down_and_lost_right_after_is_a_pose_fall() -> None:
 
     (start,) = run()
     assert start.type == "start" and start.person is not None and start.person[0] == 7
-    assert 3.0 <= start.started_at <= 3.5, "lost_s after the tick that last found them"
+    assert start.started_at == 2.0, "the fall starts at the descent"
+    assert 5.0 <= start.time <= 5.5, "raised FELL_OUT_S after the tick that last found them"
     assert [e.type for e in run("pose")] == ["start"]
     assert run(lost_s=0.0) == [], "without lost_s: the rules never held them down confirm_s"
     assert run("both") == [], "both: the classifier decides"
     assert run(again=2.6) == [], "found again (upright): not lost"
+    assert run(again=3.4) == [], "crouched behind furniture for 1.4 s: found again"
     at_edge = Seen(7, (0.7, 0.6, 1.0, 0.9), (0.85, 0.9), down=True, score=0.6, stage="descent")
     assert run(who=at_edge) == [], "at the side of the view: gone out of it"
+    below = Seen(7, (0.3, 0.7, 0.7, 1.0), (0.5, 1.0), down=True, score=0.6, stage="descent")
+    assert run(who=below) == [], "at the bottom of the view: walked out under the camera"
+    assert run(pose_ok=False) == [], "a failing person stage loses nobody"
     assert run(p_up=0.3) == [], "the classifier read nobody up before it"
     assert run(blind=True) == [], "a black or frozen picture loses nobody"
     assert run(ticks_until=2.2) == [], "a stalled stage loses nobody"
     bending = Seen(7, (0.3, 0.6, 0.7, 0.9), (0.5, 0.9), score=0.6, stage="vetoed")
     assert run(who=bending) == [], "the head vetoed the descent: no fall to lose"
+
+
+def test_a_lost_persons_fall_waiting_for_the_cooldown_is_dropped_once_they_are_found() -> None:
+    """#40 person.lost_s, a review's cases: a fall the pose path found (a person lost right after
+    a descent) during the cooldown of an acknowledged fall waits for its end, unless someone is
+    found again meanwhile (`found_again`: it says so); a fall the rules themselves confirm
+    meanwhile is raised as theirs, not as the lost person's."""
+    up = Seen(7, (0.4, 0.2, 0.6, 0.9), (0.5, 0.9), upright=True, score=0.8, stage="upright")
+    going = Seen(7, (0.3, 0.6, 0.5, 0.9), (0.4, 0.9), down=True, score=0.6, stage="descent")
+
+    def run(again: float = 99.0, rules_fall: float = 99.0) -> tuple[list[FallEvent], list[str]]:
+        det = FallDetector("c", "d", DetectionConfig(confirm_s=2.0), 0.5,
+                           ModelInfo("m", 3, 100.0), "combined", lost_s=1.0)  # fmt: skip
+        det.record = _Record()
+        events: list[FallEvent] = []
+        for i in range(200):
+            t = round(i * 0.1, 1)
+            if (
+                t == 0.0 or t == rules_fall
+            ):  # a fall raised, then acknowledged: the cooldown runs until 10.5 s
+                det.on_pose(t, PoseVerdict(down=True, fall=True, new_fall=True, t=t, seen=[up]))
+            elif i % 2 == 0:
+                seen = [up] if t < 2.0 else [going] if t == 2.0 else [up] if t >= again else []
+                det.on_pose(t, PoseVerdict(down=seen == [going], fall=False, t=t, seen=seen))
+            if t == 0.5:
+                events += det.acknowledge(t)
+            events += det.update(0.05, t, None, 0.05)
+        starts = [e for e in events if e.type == "start"]
+        return starts, [
+            d.line for d in det.record.decisions if d.reason in ("alarm", "found_again")
+        ]
+
+    starts, lines = run()
+    assert [e.time for e in starts] == [0.0, 10.5], "waits for the cooldown's end"
+    assert "found nobody" in lines[-1]
+    starts, lines = run(again=6.0)
+    assert [e.time for e in starts] == [0.0], "found again meanwhile: dropped"
+    assert "was found again" in lines[-1]
+    starts, lines = run(rules_fall=7.0)
+    assert [e.time for e in starts] == [0.0, 10.5]
+    assert "the pose rules confirmed a fall at 7.0 s" in lines[-1], "the rules' own fall"
+
+
+class _Record:
+    """A DecisionRecord that keeps the decisions."""
+
+    def __init__(self) -> None:
+        self.decisions: list[Decision] = []
+
+    def window(self, gates: object) -> None:
+        pass
+
+    def pose(self, t: float, verdict: PoseVerdict) -> None:
+        pass
+
+    def decision(self, decision: Decision) -> None:
+        self.decisions.append(decision)

@@ -32,6 +32,8 @@ REASONS = {
     "pose_slow": "down, but not within person.max_descent_s of standing (lying down slowly)",
     "pose_not_seen_up": "down without being seen upright first (no descent to judge)",
     "pose_vetoed": "the pose head vetoed the pose rules' down",
+    "found_again": "a person lost right after a descent, found again before the alarm went out "
+    "(person.lost_s)",
 }
 ALARM = "alarm"
 FORGET_S = 10.0  # a person unseen this long is forgotten (tracks come and go for months)

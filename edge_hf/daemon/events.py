@@ -58,7 +58,7 @@ from edge_hf.daemon.scores import (
     Candidate,
     ScoreHistory,
 )
-from edge_hf.daemon.seen import LOST_UP_S, POSE_DOWN_S, Context, PeopleSeen
+from edge_hf.daemon.seen import FELL_OUT_S, LOST_UP_S, POSE_DOWN_S, Context, PeopleSeen
 
 log = logging.getLogger(__name__)
 _NAMESPACE = uuid.UUID("6f2f6c1e-9a7e-4c55-9d8e-2f0d3f0c4e11")
@@ -137,8 +137,8 @@ class FallDetector:
         # A descent the decision's gate refused, waiting to be confirmed by lost_s alone.
         self._lost: Candidate | None = None
         # The windows' probabilities, as far back as the decision looks: P(up) over up_before_s
-        # (LOST_UP_S before a person lost lost_s ago), P(falling or down) over POSE_DOWN_S.
-        up_span = max(cfg.up_before_s, LOST_UP_S + lost_s if lost_s else 0.0)
+        # (LOST_UP_S before a person lost FELL_OUT_S ago), P(falling or down) over POSE_DOWN_S.
+        up_span = max(cfg.up_before_s, LOST_UP_S + max(lost_s, FELL_OUT_S) if lost_s else 0.0)
         self.scores = ScoreHistory(cfg, up_span, not_up_s=POSE_DOWN_S)
         self._refusing = False  # this descent was refused (up_before_s): counted once
         self._cooldown_until = float("-inf")
@@ -231,16 +231,20 @@ class FallDetector:
         elif self._pose_fall_at is not None and t >= self._cooldown_until:
             # (a pose-confirmed fall during the cooldown waits for its end: never thrown away)
             at, self._pose_fall_at = self._pose_fall_at, None
-            self._candidate = None
-            log.info("%s: the pose rules confirmed a fall at %.1f", self.camera, at)
             fell_out, self._fell_out = self._fell_out, ""
             ctx = self._context(t, lost=bool(fell_out))
-            if ctx.refusal:
-                return []
-            who = f"person {self.seen.person[0]}: " if self.seen.person else ""
-            by = fell_out or (f"the pose rules confirmed a fall at {self._at(at)} "
-                              f"({who}{self._pose_fall_why})")  # fmt: skip
-            return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx, by=by)]
+            if not (ctx.refusal and fell_out):  # (refused, a lost person leaves the rest as is)
+                self._candidate = None
+                if ctx.refusal:
+                    return []
+                if fell_out:
+                    return [self._start(score, t, centre_frame, self._fell_out_at, evidence,
+                                        ctx=ctx, by=fell_out)]  # fmt: skip
+                log.info("%s: the pose rules confirmed a fall at %.1f", self.camera, at)
+                who = f"person {self.seen.person[0]}: " if self.seen.person else ""
+                by = (f"the pose rules confirmed a fall at {self._at(at)} "
+                      f"({who}{self._pose_fall_why})")  # fmt: skip
+                return [self._start(score, t, centre_frame, evidence=evidence, ctx=ctx, by=by)]
         ev = self._open
         if ev is None:
             if self._lost is not None:
@@ -332,7 +336,15 @@ class FallDetector:
             self._decide(t, "pose_off", f"the pose rules confirmed a fall ({self._pose_fall_why}): "
                          f"decision {self.decision} lets it raise nothing alone")  # fmt: skip
         if verdict.new_fall and self.decision in POSE_RAISES:
-            self._pose_fall_at = t
+            self._pose_fall_at, self._fell_out = t, ""  # (the rules' own fall, not a lost one)
+        elif self._fell_out and verdict.seen:  # (waiting for the cooldown's end)
+            self._pose_fall_at, self._fell_out = None, ""
+            self._decide(
+                t,
+                "found_again",
+                "the person lost after a descent at "
+                f"{self._at(self._fell_out_at or t)} was found again (person.lost_s)",
+            )
         elif self._pose_fall_at is None and self.decision in POSE_RAISES:
             self._fell_out_of_sight(t)
         ev = self._open
@@ -354,7 +366,9 @@ class FallDetector:
         (`PeopleSeen.fell_out`) when the classifier read someone up before it (mean P(up) over
         LOST_UP_S, as the classifier's lost path asks: a person already lying there, re-found
         by a passer-by's track, is no fall). Once per tick that last found them, none while a
-        fall is open."""
+        fall is open; one waiting for a cooldown's end is dropped when someone is found again
+        (`on_pose`). Stage `descent` is a sudden descent in the rules' own path; with a head in
+        mode `decide` or a sequence model it is their "down", not yet confirmed."""
         who = self.seen.fell_out(t) if self.pose_ok and self.picture_ok else None
         found = self.seen.found
         if who is None or found is None or self._open is not None or found[0] == self._fell_out_at:
@@ -366,7 +380,8 @@ class FallDetector:
         self._fell_out = (
             f"the pose rules saw person {who.track} down after a sudden descent at "
             f"{self._at(found[0])} ({', '.join(who.why) or 'down'}) and the pose stage found "
-            f"nobody since (person.lost_s {self.seen.lost_s:g}); the classifier read them up "
+            f"nobody for {t - found[0]:.1f} s since (person.lost_s {self.seen.lost_s:g}, at least "
+            f"{FELL_OUT_S:g} s); the classifier read them up "
             f"before it (mean P(up) {up:.2f})"
         )
         log.info("%s: person %d fell out of the pose stage's sight at %.1f", self.camera,

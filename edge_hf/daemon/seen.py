@@ -23,6 +23,9 @@ LOST_NEAR_S = 1.0  # person.lost_s: the pose stage last found someone this close
 LOST_UP_S = 2.0  # person.lost_s: the person was seen up over this before the descent
 LOST_EDGE = 0.02  # person.lost_s: upright this near the view's side when last found: walked out
 LOST_TICKS = 3  # person.lost_s: at least this many pose ticks found nobody (one miss is no loss)
+# fell_out: nobody found for at least this long (and lost_s) after a person seen in a descent:
+# someone crouching behind furniture a moment (picking something up) is found again sooner.
+FELL_OUT_S = 3.0
 
 Who = tuple[int, tuple[float, float, float, float]]  # (track id, box)
 
@@ -134,14 +137,15 @@ class PeopleSeen:
     def fell_out(self, t: float) -> Seen | None:
         """The person the pose rules last found down after a sudden descent (`Seen.stage`
         `descent`: down within max_descent_s of standing, not yet for their confirm_s) when the
-        stage lost everyone right after (`lost_s`, as `lost_at` counts it): they fell out of its
-        sight before the rules could confirm the fall (behind furniture, below the view, too
-        small lying far away); not at the left or right edge of the view (LOST_EDGE: gone out
-        of it). None: nobody did."""
+        stage lost everyone right after (`lost_s`, as `lost_at` counts it) and has found nobody
+        for FELL_OUT_S since: they fell out of its sight before the rules could confirm the fall
+        (behind furniture, below the view, too small lying far away); not at the left, right or
+        bottom edge of the view (LOST_EDGE: gone out of it). None: nobody did."""
         who = self._found_falling
-        if who is None or not self._gone(t) or not _inside(who):
+        if who is None or not self._gone(t) or not _inside(who, bottom=True):
             return None
-        return who
+        assert self.found is not None  # (_gone)
+        return who if min(t, self._newest) - self.found[0] >= FELL_OUT_S else None
 
     def _gone(self, t: float) -> bool:
         """lost_s: the stage found nobody for lost_s up to `t` since it last found someone, on
@@ -226,6 +230,8 @@ class PeopleSeen:
         return most
 
 
-def _inside(who: Seen) -> bool:
-    """lost_s: whether `who`'s box keeps off the left and right edges of the view (LOST_EDGE)."""
-    return who.box[0] > LOST_EDGE and who.box[2] < 1.0 - LOST_EDGE
+def _inside(who: Seen, bottom: bool = False) -> bool:
+    """lost_s: whether `who`'s box keeps off the left and right edges of the view (LOST_EDGE),
+    and its bottom edge too (`bottom`)."""
+    sides = who.box[0] > LOST_EDGE and who.box[2] < 1.0 - LOST_EDGE
+    return sides and (not bottom or who.box[3] < 1.0 - LOST_EDGE)
