@@ -373,10 +373,11 @@ class FallDetector:
         found = self.seen.found
         if who is None or found is None or self._open is not None or found[0] == self._fell_out_at:
             return
+        self._fell_out_at = found[0]  # (judged once: P(up) before it is dropped in time)
         up = self.scores.up_level(found[0], LOST_UP_S, short=True)
         if up is None or up < CONFIRM_LEVEL:
             return
-        self._fell_out_at, self._pose_fall_at = found[0], t
+        self._pose_fall_at = t
         self._fell_out = (
             f"the pose rules saw person {who.track} down after a sudden descent at "
             f"{self._at(found[0])} ({', '.join(who.why) or 'down'}) and the pose stage found "

@@ -221,7 +221,8 @@ class PersonConfig(_Section):
     # alarm once confirmed if the pose stage lost the person at it, finding nobody this long since
     # (a person who falls out of its sight: in the dark, behind furniture); and with `combined`,
     # `pose` or `either`, a person the pose rules saw go down (a sudden descent) whom the stage
-    # lost this long right after is a pose fall. The conditions are in edge_hf/daemon/seen.py
+    # lost right after, finding nobody this long and at least FELL_OUT_S (3 s), is a pose fall
+    # (with a model that says "down" and read them up before). The conditions are in seen.py
     # (`PeopleSeen.lost_at`, `PeopleSeen.fell_out`) and the README. 0: off.
     lost_s: float = Field(1.0, ge=0, le=30)
     # Another person upright in view when a fall is raised (the event's `others_present`):
