@@ -232,15 +232,18 @@ class FallDetector:
             # (a pose-confirmed fall during the cooldown waits for its end: never thrown away)
             at, self._pose_fall_at = self._pose_fall_at, None
             fell_out, self._fell_out = self._fell_out, ""
-            ctx = self._context(t, lost=bool(fell_out))
-            if not (ctx.refusal and fell_out):  # (refused, a lost person leaves the rest as is)
-                self._candidate = None
-                if ctx.refusal:
-                    return []
-                if fell_out:
+            if fell_out:  # (refused, a lost person leaves the classifier's candidate as it is)
+                ctx = self._context(t, lost=True)
+                if not ctx.refusal:
+                    self._candidate = None
                     return [self._start(score, t, centre_frame, self._fell_out_at, evidence,
                                         ctx=ctx, by=fell_out)]  # fmt: skip
+            else:
+                self._candidate = None
                 log.info("%s: the pose rules confirmed a fall at %.1f", self.camera, at)
+                ctx = self._context(t)
+                if ctx.refusal:
+                    return []
                 who = f"person {self.seen.person[0]}: " if self.seen.person else ""
                 by = (f"the pose rules confirmed a fall at {self._at(at)} "
                       f"({who}{self._pose_fall_why})")  # fmt: skip
