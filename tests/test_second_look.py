@@ -11,8 +11,17 @@ import pytest
 
 from edge_hf.core.clippeople import clip_people
 from edge_hf.core.pose import POSE_MODEL, PoseEstimator, features, pose_frame
-from edge_hf.core.secondlook import LOOK_ZOOM, LookSettings, SecondLook, motion_boxes, view_frame
-from edge_hf.daemon.person import PoseSlot
+from edge_hf.core.runtime import CPU
+from edge_hf.core.secondlook import (
+    LOOK_ZOOM,
+    LookBudget,
+    LookSettings,
+    SecondLook,
+    motion_boxes,
+    view_frame,
+)
+from edge_hf.daemon.config import PersonConfig
+from edge_hf.daemon.person import PersonStage, PoseSlot
 from tests.conftest import SHARED_DATA
 
 CLIP = SHARED_DATA / "gmdcsa24" / "S3_Fall_01.mp4"  # side view: crawls, lies on the floor by ~2 s
@@ -148,3 +157,55 @@ def test_the_shipped_heads_each_hold_the_config_to_their_poses() -> None:
         UserError, match=r"set person\.second_look: false or leave person\.head unset"
     ):
         load_head(PersonConfig(model=POSE_MODEL, head=plain, second_look=True))
+
+
+def test_the_live_budget_gives_the_squares_only_the_stage_s_spare_time() -> None:
+    b = LookBudget(share=0.5, cap_s=0.2)
+    assert b.squares(0.0, 2) == 0  # no time has passed: nothing spare yet
+    assert b.squares(0.1, 2) == 1  # 50 ms spare, a square's cost unknown: one, to learn it
+    b.spent(0.02, 1)
+    assert b.square_s == pytest.approx(0.02)
+    assert b.squares(0.1, 2) == 1  # 30 ms left: one more 20 ms square
+    assert b.squares(100.0, 50) == 10  # idle for long: at most cap_s (0.2 s) saved up
+    b.spent(0.5)  # a whole frame took half a second: in debt, no squares
+    assert b.squares(100.0, 2) == 0
+
+    def ticks(cameras: int, frame_s: float = 0.03, square_s: float = 0.02) -> int:
+        """Squares run over 10 s of pose ticks at 5 Hz, each camera wanting 2 a tick."""
+        b, ran, t = LookBudget(share=0.75), 0, 0.0
+        for _ in range(50):
+            t += 0.2
+            for _ in range(cameras):
+                b.spent(frame_s)
+                n = b.squares(t, 2)
+                b.spent(n * square_s, n)
+                ran += n
+        return ran
+
+    assert ticks(1) >= 95  # one camera: (nearly) every square it wants
+    assert 0 < ticks(3) < 300  # three: fewer than the 2 a tick each wants
+    assert ticks(5) == 0  # five cameras' whole frames take more than 75 % of the time: none
+
+
+@needs_clip
+def test_the_live_person_stage_looks_again_only_with_time_to_spare() -> None:
+    """The person stage live (a `LookBudget`) runs a far camera's squares while it has time and
+    none when it has none; a replay (no budget) runs every one. The whole frame always runs."""
+    far = [(t, _far(frame)) for t, frame in _ticks(CLIP)[:20]]
+
+    def looks(budget: LookBudget | None) -> tuple[int, int]:
+        stage = PersonStage(PersonConfig(model=POSE_MODEL, second_look=True), [CPU])
+        stage.look_budget = budget
+        slot = stage.slot()
+        for t, frame in far:
+            slot.offer(t, frame, None)
+            stage.step({"far": slot})
+        return stage.counters.looks, stage.counters.frames
+
+    replayed, frames = looks(None)
+    assert frames == len(far) and replayed >= 10  # small, then lying far away: looked at again
+    busy, frames = looks(LookBudget(share=0.0))
+    assert frames == len(far) and busy == 0  # no spare time: the whole frames alone
+    spare = LookBudget(share=1.0, cap_s=100.0)
+    spare.spent(-100.0)  # (100 s saved up)
+    assert looks(spare)[0] == replayed

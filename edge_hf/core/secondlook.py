@@ -47,6 +47,43 @@ class LookSettings:
     crop_min_score: float = 0.15  # a person found in a square counts from this score
 
 
+LOOK_SHARE = 0.75  # the live person stage looks again only while busy less than this share
+
+
+class LookBudget:
+    """The live person stage's spare time for second looks: a square is cut only while the stage,
+    whole frames and squares together, has been busy less than `share` of the wall time (a
+    bucket that fills at `share` seconds a second, at most `cap_s`). Every camera's whole frame
+    is always run; the squares get what is left, so turning `person.second_look` on never costs
+    the stage a camera: with few cameras each gets its squares, with many they get fewer, then
+    none (`PersonCounters.looks` says how many ran). Replays give no budget: every square, as
+    the benchmarks measure it."""
+
+    def __init__(self, share: float = LOOK_SHARE, cap_s: float = 0.2) -> None:
+        self.share, self.cap_s = share, cap_s
+        self.square_s = 0.0  # what one square has cost (a running mean; 0: none run yet)
+        self._left = 0.0  # seconds of pose-model time the squares may still take
+        self._t: float | None = None
+
+    def squares(self, now: float, wanted: int) -> int:
+        """How many of `wanted` squares fit the time left at `now` (monotonic seconds)."""
+        if self._t is not None:
+            self._left = min(self.cap_s, self._left + self.share * max(now - self._t, 0.0))
+        self._t = now
+        if self._left <= 0.0:
+            return 0
+        if self.square_s <= 0.0:
+            return min(wanted, 1)  # (what a square costs is not known yet: one, to learn it)
+        return min(wanted, int(self._left // self.square_s))
+
+    def spent(self, seconds: float, squares: int = 0) -> None:
+        """`seconds` of pose-model time used (a whole frame, or `squares` squares)."""
+        self._left = max(self._left - seconds, -self.cap_s)
+        if squares:
+            each = seconds / squares
+            self.square_s = each if self.square_s <= 0.0 else 0.8 * self.square_s + 0.2 * each
+
+
 def view_frame(
     frame_bgr: np.ndarray, crop: tuple[int, int, int, int] | None, side: int
 ) -> np.ndarray:
@@ -137,22 +174,35 @@ class SecondLook:
 
     def people(self, t: float, small_rgb: np.ndarray, view_bgr: np.ndarray) -> list[Person]:
         """The people at `t` in pixels of `small_rgb` (the pose frame), best first: the pose
-        model on the whole frame, then each square's best person (the one on the box looked
-        for, else the best scoring) in place of those it overlaps. `view_bgr`: `view_frame`'s,
+        model on the whole frame, then `closer`. `view_bgr`: `view_frame`'s."""
+        return self.closer(t, self.estimator.people(small_rgb), small_rgb, view_bgr)
+
+    def closer(
+        self,
+        t: float,
+        found: list[Person],
+        small_rgb: np.ndarray,
+        view_bgr: np.ndarray,
+        limit: int | None = None,
+    ) -> list[Person]:
+        """`found` (the pose model's people on the whole pose frame `small_rgb` at `t`) with each
+        square's best person (the one on the box looked for, else the best scoring) in place of
+        those it overlaps, best first; at most `limit` squares (None: `max_crops`; the live
+        person stage gives only its spare time: `LookBudget`). `view_bgr`: `view_frame`'s,
         prepared as the pose model is given a frame (`pose_frame`) only when a square is cut."""
-        found = self.estimator.people(small_rgb)
+        most = self.s.max_crops if limit is None else min(limit, self.s.max_crops)
         k = max(view_bgr.shape[:2]) / max(small_rgb.shape[:2])  # view pixels per pose pixel
         looked: list[Box] = []
         squares: list[tuple[Box, int, int, int]] = []  # (box looked for, x, y, side)
         for box in self.boxes(found, small_rgb):
+            if len(looked) >= most:
+                break
             sq = self.square(box, k, view_bgr.shape[:2])
             if sq is None or any(_inside(box, b) > 0.8 for b in looked):
                 continue
             x, y, side = sq
             looked.append((x / k, y / k, (x + side) / k, (y + side) / k))
             squares.append((box, x, y, side))
-            if len(looked) == self.s.max_crops:
-                break
         self.crops += len(squares)
         # (already at its size: pose_frame only converts it, or denoises a grey one)
         view_rgb = pose_frame(view_bgr, None, max(view_bgr.shape[:2])) if squares else view_bgr

@@ -32,7 +32,7 @@ from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings, PoseVerdict
 from edge_hf.core.posehead import PoseHead, file_sha256
 from edge_hf.core.poseseq import PoseSequenceModel
 from edge_hf.core.runtime import CPU, Providers
-from edge_hf.core.secondlook import LookSettings, SecondLook, view_frame
+from edge_hf.core.secondlook import LookBudget, LookSettings, SecondLook, view_frame
 from edge_hf.daemon.config import PersonConfig
 from edge_hf.daemon.skeleton import PoseTick, figures
 
@@ -221,6 +221,8 @@ class PersonStage:
         self._thread: threading.Thread | None = None
         self._errors: dict[str, int] = {}  # consecutive failures per camera
         self._looks: dict[str, SecondLook] = {}  # per camera, with person.second_look
+        # Live (`start`), the squares get only the stage's spare time; replays run them all.
+        self.look_budget: LookBudget | None = None
         self.degraded: dict[str, str] = {}  # camera -> why its pose stage is failing
         self._poses: dict[str, deque[PoseTick]] = {}  # the last POSES_KEPT_S, per camera
 
@@ -241,6 +243,9 @@ class PersonStage:
     def start(self, slots: dict[str, PoseSlot], stop: threading.Event) -> None:
         """Run `step` in the stage's own thread whenever a camera's slot has a new frame, until
         `stop` is set."""
+
+        if self.cfg.second_look and self.look_budget is None:
+            self.look_budget = LookBudget()
 
         def loop() -> None:
             while not stop.is_set():
@@ -266,21 +271,41 @@ class PersonStage:
         for name, (t, frame, view) in taken:
             t0 = time.perf_counter()
             try:
-                if view is None:
-                    people = self.estimator.people_batch([frame])[0]
-                else:
-                    look = self._looks.get(name)
-                    if look is None:
-                        look = self._looks[name] = SecondLook(self.estimator)
-                    crops = look.crops
-                    people = look.people(t, frame, view)
-                    with self._lock:
-                        self.counters.looks += look.crops - crops
+                people = self.estimator.people_batch([frame])[0]
+                if view is not None:
+                    people = self._closer(name, t, people, frame, view, t0)
                 with self._lock:
                     self.counters.busy_ms += (time.perf_counter() - t0) * 1000
                     self._update(name, t, frame.shape[:2], people)
             except Exception as exc:  # the pose model or head fails on this camera's frames
                 self._failed(name, exc)
+
+    def _closer(
+        self,
+        name: str,
+        t: float,
+        found: list[Person],
+        frame: np.ndarray,
+        view: np.ndarray,
+        t0: float,
+    ) -> list[Person]:
+        """`found` on one camera's frame after its second look: every square when replaying,
+        live (`look_budget`) only as many as the stage's spare time allows."""
+        look = self._looks.get(name)
+        if look is None:
+            look = self._looks[name] = SecondLook(self.estimator)
+        budget, limit = self.look_budget, None
+        t1 = time.perf_counter()
+        if budget is not None:
+            budget.spent(t1 - t0)  # (the whole frame's run)
+            limit = budget.squares(time.monotonic(), look.s.max_crops)
+        crops = look.crops
+        people = look.closer(t, found, frame, view, limit)
+        if budget is not None:
+            budget.spent(time.perf_counter() - t1, look.crops - crops)
+        with self._lock:
+            self.counters.looks += look.crops - crops
+        return people
 
     def _failed(self, name: str, exc: Exception) -> None:
         with self._lock:
