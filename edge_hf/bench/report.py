@@ -166,6 +166,7 @@ def _capacity_row(c: dict[str, Any]) -> list[object]:
         f"{r.get('cpu_cores', '-')}, {r.get('inference_busy', '-')}"
         + (f", pose {r['pose_frames']}/{r['expected_pose_frames']}"
            if r.get("pose_frames") is not None else "")
+        + (f", squares {r['looks_per_pose_frame']:g}" if r.get("looks_per_pose_frame") else "")
         for r in c["runs"]
     )  # fmt: skip
     layout = "batched, one session" if c["mode"] == "batched" else "one session per camera"
@@ -183,7 +184,9 @@ def capacity(res: dict[str, Any]) -> Section:
         f"File cameras in real time ({res['camera_video']}, looping), a window "
         "every 100 ms each. Sustained = no skipped window, no dropped frame, >= 90 % of the "
         "expected windows (with the person stage: also >= 90 % of its pose frames, 5 a "
-        "camera-second; pose = done/expected). CPU = cores the process used during the run (of "
+        "camera-second; pose = done/expected; squares = the second look's pose-model runs per "
+        "pose frame, which get only the stage's spare time). CPU = cores the process used "
+        "during the run (of "
         f"{cores}): a level that fails near {cores} is bound by the CPU. Busy = "
         "share of the run the inference loop spent stacking and classifying (summed over "
         "the pipelines of the per-camera layout): near 1, the one inference thread of the "

@@ -204,7 +204,7 @@ class PersonConfig(_Section):
     `second_look`: where a small (far) person was seen in the last seconds, the pose model looks
     again at a square around them cut from the camera's frame
     (`edge_hf.core.secondlook.SecondLook`), so a person lying far away is still found; it costs
-    a pose-model run per such person.
+    a pose-model run per such person, live only from the stage's spare time (`LookBudget`).
     """
 
     model: Path | None = None
