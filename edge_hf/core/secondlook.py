@@ -14,7 +14,10 @@ import cv2
 import numpy as np
 
 from edge_hf.core.pose import Box, Person, PoseEstimator, iou, pose_frame, shrunk
+from edge_hf.core.posetrack import feet_distance
 
+UPRIGHT_FEET = 1.0  # a person found keeps the upright height of one seen this near (heights)
+UPRIGHT_ASPECT = 0.6  # standing: a box at most this wide for its height
 LOOK_ZOOM = 2.5  # the camera view a second look cuts from: long side at most LOOK_ZOOM * side
 
 
@@ -29,7 +32,10 @@ class LookSettings:
     pixels changed by `motion_level` grey levels, away from everyone found), then people found
     whose box's long side is under `small_px` pose-frame pixels.
     Only where the square is at most `max_share` of the view's long side (a small, far person; a
-    near one gains nothing from a closer look); at most `max_crops` squares per frame.
+    near one gains nothing from a closer look) and the person, when last seen standing, was at
+    most `max_upright_share` of the frame's height (a near person fallen behind a sofa is not far
+    away because what shows of them is small: a square there finds a low-scoring part of them,
+    read standing, and they are never lost); at most `max_crops` squares per frame.
     A person found in a square counts from `crop_min_score` (the whole frame's: 0.2): the square
     is where someone was just seen, and a person lying far away scores 0.15-0.22 there, found
     more often in a square of 200 px than of 160 (`max_upscale` 1.28: less enlarged). On the
@@ -40,6 +46,7 @@ class LookSettings:
     margin: float = 2.0
     max_upscale: float = 1.28  # a square is at least side / max_upscale view pixels
     max_share: float = 0.6
+    max_upright_share: float = 0.35  # nor around a person who stood taller than this (frame)
     max_crops: int = 2
     motion_level: int = 25
     min_motion_px: int = 48
@@ -138,34 +145,62 @@ class SecondLook:
 
     def __init__(self, estimator: PoseEstimator, settings: LookSettings | None = None) -> None:
         self.estimator, self.s = estimator, settings or LookSettings()
-        self._seen: list[tuple[float, Box]] = []  # (when, box in pose-frame pixels)
+        # (when, box in pose-frame pixels, its person's height when last seen taller than wide)
+        self._seen: list[tuple[float, Box, float | None]] = []
         self._grey: np.ndarray | None = None  # the last pose frame, grey
         self.crops = 0  # second-look runs of the pose model (its cost)
 
-    def boxes(self, found: list[Person], small_rgb: np.ndarray) -> list[Box]:
-        """What to look at again (pose-frame pixels), in order: people lost from the whole frame
-        (most recently seen first), what moved where nobody was found, small people found."""
+    def boxes(self, found: list[Person], small_rgb: np.ndarray) -> list[tuple[Box, float | None]]:
+        """What to look at again (pose-frame pixels), each with its person's height when last
+        seen upright (None: not known), in order: people lost from the whole frame (most
+        recently seen first), what moved where nobody was found, small people found."""
         grey = cv2.cvtColor(small_rgb, cv2.COLOR_RGB2GRAY)
         before, self._grey = self._grey, grey
-        lost = [b for _, b in sorted(self._seen, key=lambda s: -s[0])
+        lost = [(b, up) for _, b, up in sorted(self._seen, key=lambda s: -s[0])
                 if all(iou(b, p.box) < 0.3 for p in found)]  # fmt: skip
-        moved: list[Box] = []
+        moved: list[tuple[Box, float | None]] = []
         if before is not None and before.shape == grey.shape:
-            near = [_grown(p.box, 0.5) for p in found] + lost
+            near = [_grown(p.box, 0.5) for p in found] + [b for b, _ in lost]
             moved = [
-                b for b in motion_boxes(before, grey, self.s.motion_level, self.s.min_motion_px)
+                (b, self._upright_at(b))
+                for b in motion_boxes(before, grey, self.s.motion_level, self.s.min_motion_px)
                 if all(_inside(b, o) < 0.5 for o in near)
             ]  # fmt: skip
-        small = [p.box for p in found if max(p.width, p.height) < self.s.small_px]
+        small = [
+            (p.box, self._upright(p)) for p in found if max(p.width, p.height) < self.s.small_px
+        ]
         return lost + moved + small
 
-    def square(self, box: Box, k: float, view_hw: tuple[int, int]) -> tuple[int, int, int] | None:
+    def _upright(self, p: Person) -> float | None:
+        """`p`'s height when last seen standing (box at most UPRIGHT_ASPECT wide for its
+        height): now, unless they look a third shorter than the person who stood at their feet
+        a moment ago (nobody shrinks between two ticks: that is part of them, crouched or half
+        hidden); else that person's (`_upright_at`)."""
+        before = self._upright_at(p.box)
+        if p.width > UPRIGHT_ASPECT * p.height:
+            return before
+        return before if before is not None and p.height < before / 1.5 else p.height
+
+    def _upright_at(self, box: Box) -> float | None:
+        """The standing height of the person seen nearest `box`'s feet, within UPRIGHT_FEET
+        heights (a falling person's feet stay put), or None."""
+        near = [(feet_distance(b, box), up) for _, b, up in self._seen]
+        d, up = min(near, key=lambda x: x[0], default=(np.inf, None))
+        return up if d <= UPRIGHT_FEET else None
+
+    def square(
+        self, box: Box, k: float, view_hw: tuple[int, int], upright: float | None = None
+    ) -> tuple[int, int, int] | None:
         """The square (x, y, side in view pixels) around `box` (pose-frame pixels; `k` view
-        pixels per pose-frame pixel), or None where it would be too large to gain anything."""
+        pixels per pose-frame pixel), or None where it would gain nothing: too large, or its
+        person stood taller than `max_upright_share` of the frame (`upright`, pose-frame pixels;
+        None: not known)."""
         x0, y0, x1, y1 = box
         least = round(self.estimator.side / self.s.max_upscale)
         side = max(least, round(self.s.margin * max(x1 - x0, y1 - y0) * k))
         if side > self.s.max_share * max(view_hw):
+            return None
+        if upright is not None and upright * k > self.s.max_upright_share * view_hw[0]:
             return None
         cx, cy = (x0 + x1) / 2 * k, (y0 + y1) / 2 * k
         x = int(min(max(cx - side / 2, 0), max(view_hw[1] - side, 0)))
@@ -194,10 +229,10 @@ class SecondLook:
         k = max(view_bgr.shape[:2]) / max(small_rgb.shape[:2])  # view pixels per pose pixel
         looked: list[Box] = []
         squares: list[tuple[Box, int, int, int]] = []  # (box looked for, x, y, side)
-        for box in self.boxes(found, small_rgb):
+        for box, upright in self.boxes(found, small_rgb):
             if len(looked) >= most:
                 break
-            sq = self.square(box, k, view_bgr.shape[:2])
+            sq = self.square(box, k, view_bgr.shape[:2], upright)
             if sq is None or any(_inside(box, b) > 0.8 for b in looked):
                 continue
             x, y, side = sq
@@ -220,7 +255,8 @@ class SecondLook:
                     if iou(p.box, best.box) < 0.3 and _inside(best.box, p.box) < 0.7
                 ] + [best]  # fmt: skip
         found.sort(key=lambda p: -p.score)
-        keep = [(when, box) for when, box in self._seen if t - when <= self.s.keep_s]
-        keep = [(w, b) for w, b in keep if all(iou(b, p.box) < 0.1 for p in found)]
-        self._seen = [(t, p.box) for p in found] + keep
+        now = [(t, p.box, self._upright(p)) for p in found]
+        keep = [(w, b, up) for w, b, up in self._seen
+                if t - w <= self.s.keep_s and all(iou(b, p.box) < 0.1 for p in found)]  # fmt: skip
+        self._seen = now + keep
         return found
