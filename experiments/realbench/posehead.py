@@ -11,7 +11,10 @@ lying-still clip, are not.
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from functools import cache
+from hashlib import sha1
 from pathlib import Path
 
 import numpy as np
@@ -114,7 +117,10 @@ def fold_head(
     """The head file of `fold` and `seed` in `mode` at `threshold` (on poses through a second
     look with `look`), at `path` or under `<out>/work/pose_head` (fitted once; the weights do not
     depend on mode or threshold)."""
-    tag = ("" if mode == "decide" else f"_{mode}") + ("" if look is None else "_look")
+    # (the look's settings in the name: a head fitted on other squares' poses is another head)
+    digest = "" if look is None else sha1(json.dumps(asdict(look)).encode()).hexdigest()[:8]
+    looked = "" if look is None else f"_look{digest}"
+    tag = ("" if mode == "decide" else f"_{mode}") + looked
     path = path or out / "work" / "pose_head" / f"s{seed}_{fold}_t{threshold:g}{tag}.json"
     if not path.exists():
         x, y = training_rows(fold_training(items, fold), out / "cache", look)
