@@ -16,9 +16,12 @@ import numpy as np
 from edge_hf.core.pose import Box, Person, PoseEstimator, iou, pose_frame, shrunk
 from edge_hf.core.posetrack import feet_distance
 
+LOOK_ZOOM = 2.5  # the camera view a second look cuts from: long side at most LOOK_ZOOM * side
 UPRIGHT_FEET = 1.0  # a person found keeps the upright height of one seen this near (heights)
 UPRIGHT_ASPECT = 0.6  # standing: a box at most this wide for its height
-LOOK_ZOOM = 2.5  # the camera view a second look cuts from: long side at most LOOK_ZOOM * side
+UPRIGHT_KEEP_S = 10.0  # a standing height carried over (not measured again) is kept this long
+# What else decides a second look's people, for caches of them (`clippeople`): bump on a change
+LOOK_RULES = f"zoom-{LOOK_ZOOM:g}-upright-{UPRIGHT_FEET:g}-{UPRIGHT_ASPECT:g}-{UPRIGHT_KEEP_S:g}-v2"
 
 
 @dataclass(frozen=True)
@@ -72,10 +75,16 @@ class LookBudget:
         self._left = 0.0  # seconds of pose-model time the squares may still take
         self._t: float | None = None
 
+    @property
+    def cap(self) -> float:
+        """The most the bucket holds: `cap_s`, or one and a half squares where a square costs
+        more (a slow board, a stall: else no square would ever fit again)."""
+        return max(self.cap_s, 1.5 * self.square_s)
+
     def squares(self, now: float, wanted: int) -> int:
         """How many of `wanted` squares fit the time left at `now` (monotonic seconds)."""
         if self._t is not None:
-            self._left = min(self.cap_s, self._left + self.share * max(now - self._t, 0.0))
+            self._left = min(self.cap, self._left + self.share * max(now - self._t, 0.0))
         self._t = now
         if self._left <= 0.0:
             return 0
@@ -85,10 +94,14 @@ class LookBudget:
 
     def spent(self, seconds: float, squares: int = 0) -> None:
         """`seconds` of pose-model time used (a whole frame, or `squares` squares)."""
-        self._left = max(self._left - seconds, -self.cap_s)
+        self._left = max(self._left - seconds, -self.cap)
         if squares:
             each = seconds / squares
             self.square_s = each if self.square_s <= 0.0 else 0.8 * self.square_s + 0.2 * each
+
+
+def _height(up: tuple[float, float] | None) -> float | None:
+    return None if up is None else up[0]
 
 
 def view_frame(
@@ -145,8 +158,9 @@ class SecondLook:
 
     def __init__(self, estimator: PoseEstimator, settings: LookSettings | None = None) -> None:
         self.estimator, self.s = estimator, settings or LookSettings()
-        # (when, box in pose-frame pixels, its person's height when last seen taller than wide)
-        self._seen: list[tuple[float, Box, float | None]] = []
+        # (when, box in pose-frame pixels, its person's height when last seen standing and when
+        # that was, or None)
+        self._seen: list[tuple[float, Box, tuple[float, float] | None]] = []
         self._grey: np.ndarray | None = None  # the last pose frame, grey
         self.crops = 0  # second-look runs of the pose model (its cost)
 
@@ -156,35 +170,47 @@ class SecondLook:
         recently seen first), what moved where nobody was found, small people found."""
         grey = cv2.cvtColor(small_rgb, cv2.COLOR_RGB2GRAY)
         before, self._grey = self._grey, grey
-        lost = [(b, up) for _, b, up in sorted(self._seen, key=lambda s: -s[0])
+        lost = [(b, _height(up)) for _, b, up in sorted(self._seen, key=lambda s: -s[0])
                 if all(iou(b, p.box) < 0.3 for p in found)]  # fmt: skip
         moved: list[tuple[Box, float | None]] = []
         if before is not None and before.shape == grey.shape:
             near = [_grown(p.box, 0.5) for p in found] + [b for b, _ in lost]
             moved = [
-                (b, self._upright_at(b))
+                (b, _height(self._upright_at(b)))
                 for b in motion_boxes(before, grey, self.s.motion_level, self.s.min_motion_px)
                 if all(_inside(b, o) < 0.5 for o in near)
             ]  # fmt: skip
         small = [
-            (p.box, self._upright(p)) for p in found if max(p.width, p.height) < self.s.small_px
+            (p.box, _height(self._upright(p, 0.0)))
+            for p in found
+            if max(p.width, p.height) < self.s.small_px
         ]
         return lost + moved + small
 
-    def _upright(self, p: Person) -> float | None:
-        """`p`'s height when last seen standing (box at most UPRIGHT_ASPECT wide for its
-        height): now, unless they look a third shorter than the person who stood at their feet
-        a moment ago (nobody shrinks between two ticks: that is part of them, crouched or half
-        hidden); else that person's (`_upright_at`)."""
+    def _upright(self, p: Person, t: float) -> tuple[float, float] | None:
+        """`p`'s height when last seen standing (a box at most UPRIGHT_ASPECT wide for its
+        height) and when, at `t`: now, unless they look a third shorter than the person who stood
+        at their feet a moment ago (nobody shrinks between two ticks: that is part of them,
+        crouched or half hidden); else that person's (`_upright_at`)."""
         before = self._upright_at(p.box)
         if p.width > UPRIGHT_ASPECT * p.height:
             return before
-        return before if before is not None and p.height < before / 1.5 else p.height
+        if before is not None and p.height < before[0] / 1.5:
+            return before
+        return p.height, t
 
-    def _upright_at(self, box: Box) -> float | None:
-        """The standing height of the person seen nearest `box`'s feet, within UPRIGHT_FEET
-        heights (a falling person's feet stay put), or None."""
-        near = [(feet_distance(b, box), up) for _, b, up in self._seen]
+    def _upright_at(self, box: Box) -> tuple[float, float] | None:
+        """The standing height (and when it was measured) of the person seen whose box, grown
+        by a quarter, overlaps `box` and whose feet are nearest (within UPRIGHT_FEET heights: a
+        falling person's feet stay put), measured in the last UPRIGHT_KEEP_S; or None. (Not a
+        person standing beside: a far one next to a near one keeps their own height.)"""
+        near = [
+            (feet_distance(b, box), up)
+            for w, b, up in self._seen
+            if up is not None
+            and w - up[1] <= UPRIGHT_KEEP_S
+            and _inside(box, _grown(b, 0.25)) > 0.0
+        ]
         d, up = min(near, key=lambda x: x[0], default=(np.inf, None))
         return up if d <= UPRIGHT_FEET else None
 
@@ -255,7 +281,7 @@ class SecondLook:
                     if iou(p.box, best.box) < 0.3 and _inside(best.box, p.box) < 0.7
                 ] + [best]  # fmt: skip
         found.sort(key=lambda p: -p.score)
-        now = [(t, p.box, self._upright(p)) for p in found]
+        now = [(t, p.box, self._upright(p, t)) for p in found]
         keep = [(w, b, up) for w, b, up in self._seen
                 if t - w <= self.s.keep_s and all(iou(b, p.box) < 0.1 for p in found)]  # fmt: skip
         self._seen = now + keep

@@ -223,6 +223,7 @@ class PersonStage:
         self._looks: dict[str, SecondLook] = {}  # per camera, with person.second_look
         # Live (`start`), the squares get only the stage's spare time; replays run them all.
         self.look_budget: LookBudget | None = None
+        self._turn = 0  # which camera's frame the stage's step takes first (`step`)
         self.degraded: dict[str, str] = {}  # camera -> why its pose stage is failing
         self._poses: dict[str, deque[PoseTick]] = {}  # the last POSES_KEPT_S, per camera
 
@@ -268,6 +269,10 @@ class PersonStage:
         """Run the pose model on every camera's new frame and queue that camera's verdict; a
         camera whose frame fails is counted against that camera alone."""
         taken = [(name, got) for name, slot in slots.items() if (got := slot.take()) is not None]
+        # (in turn: the spare time saved up goes to the first camera's squares; live, cameras
+        # take that place in turn)
+        self._turn = (self._turn + 1) % max(len(taken), 1)
+        taken = taken[self._turn :] + taken[: self._turn]
         for name, (t, frame, view) in taken:
             t0 = time.perf_counter()
             try:
