@@ -22,7 +22,7 @@ from edge_hf.core.pose import (
     PoseEstimator,
     pose_frame,
 )
-from edge_hf.core.secondlook import LOOK_RULES, LookSettings, SecondLook, view_frame
+from edge_hf.core.secondlook import LookSettings, SecondLook, look_key, view_frame
 from edge_hf.core.video import Crop, sample_file
 
 
@@ -54,7 +54,7 @@ def clip_people(
         key = (
             f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{crop}|{rate_hz:g}|"
             f"{estimator.path.resolve()}|{estimator.path.stat().st_size}|{estimator.side}"
-            + (f"|{look}|{LOOK_RULES}" if look is not None else "")
+            + (f"|{look_key(look)}" if look is not None else "")
             + f"|grey-clahe-{GREY_LEVELS}-{GREY_SHARE:g}"  # (how grey frames are prepared)
             + f"|nlm-{NIGHT_DENOISE}-clahe-{NIGHT_CLAHE}"
         )

@@ -57,6 +57,12 @@ class LookSettings:
     crop_min_score: float = 0.15  # a person found in a square counts from this score
 
 
+def look_key(look: LookSettings) -> str:
+    """What decides the poses a second look with `look` gives: its settings and LOOK_RULES (the
+    key of caches of those poses, and of heads fitted on them)."""
+    return f"{look}|{LOOK_RULES}"
+
+
 LOOK_SHARE = 0.75  # the live person stage looks again only while busy less than this share
 
 

@@ -11,8 +11,6 @@ lying-still clip, are not.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from functools import cache
 from hashlib import sha1
 from pathlib import Path
@@ -23,7 +21,7 @@ from edge_hf.core.clippeople import clip_people
 from edge_hf.core.pose import POSE_MODEL, POSE_RATE_HZ, POSE_SIDE, Person, PoseEstimator
 from edge_hf.core.posefall import PoseFallRules, PoseRuleSettings
 from edge_hf.core.posehead import HeadContract, fit
-from edge_hf.core.secondlook import LOOK_RULES, LookSettings
+from edge_hf.core.secondlook import LookSettings, look_key
 from edge_hf.training.data import parse_crop
 
 from .items import GMDCSA_DESCENT_S, REVERSE, VTEST, VTEST_CALIBRATION_S, Item, views
@@ -118,8 +116,7 @@ def fold_head(
     look with `look`), at `path` or under `<out>/work/pose_head` (fitted once; the weights do not
     depend on mode or threshold)."""
     # (the look's settings in the name: a head fitted on other squares' poses is another head)
-    looks = f"{json.dumps(asdict(look))}|{LOOK_RULES}" if look is not None else ""
-    digest = sha1(looks.encode()).hexdigest()[:8]
+    digest = "" if look is None else sha1(look_key(look).encode()).hexdigest()[:8]
     looked = "" if look is None else f"_look{digest}"
     tag = ("" if mode == "decide" else f"_{mode}") + looked
     path = path or out / "work" / "pose_head" / f"s{seed}_{fold}_t{threshold:g}{tag}.json"
